@@ -1,0 +1,40 @@
+# shiftkit: two entry points that work on a fresh machine.
+#   make demo   - set up .venv (if missing) and run the main job: `shiftkit demo`
+#   make test   - set up .venv with test extras (if missing) and run the test suite
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+PRESET ?= full
+
+.PHONY: demo test venv venv-test bench clean
+
+$(PY):
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+# torch is installed first and pinned: the CPU wheel 2.13.0 (an unpinned torch would pull a CUDA build).
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(PY)
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[test]'
+	touch $@ $(VENV)/.installed
+
+venv: $(VENV)/.installed
+venv-test: $(VENV)/.installed-test
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/shiftkit demo --preset $(PRESET)
+
+test: $(VENV)/.installed-test
+	$(PY) -m pytest -q tests
+
+bench: $(VENV)/.installed-test
+	$(PIP) install -q -e '.[test,bench]'
+	@echo "benchmarks: see benchmarks/README.md"
+
+clean:
+	rm -rf runs .cache

@@ -1,0 +1,5 @@
+import sys
+
+from shiftkit.cli import main
+
+sys.exit(main())

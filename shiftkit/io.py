@@ -1,0 +1,146 @@
+"""Atomic file output, JSONL logs and run directories.
+
+Nothing we write is ever seen half-written: files go to a temp name in the same directory and are
+renamed into place; directories (checkpoints, edited models) are built under a temp name and renamed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+from shiftkit.errors import ShiftkitError
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+        return None
+    if hasattr(x, "item") and callable(x.item):  # numpy / torch scalars
+        try:
+            return _jsonable(x.item())
+        except Exception:  # noqa: BLE001
+            pass
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, Path):
+        return str(x)
+    return x
+
+
+def dumps(obj: Any, indent: int | None = 2) -> str:
+    return json.dumps(_jsonable(obj), indent=indent, sort_keys=False)
+
+
+def ensure_writable_dir(path: str | Path) -> Path:
+    """Create ``path`` (and parents) or raise a one-line error if that is impossible."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ShiftkitError(f"cannot create output directory {p}: {e.strerror}") from None
+    if not os.access(p, os.W_OK):
+        raise ShiftkitError(f"output directory {p} is not writable")
+    return p
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    p = Path(path)
+    ensure_writable_dir(p.parent)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> None:
+    atomic_write_text(path, dumps(obj) + "\n")
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path, overwrite: bool = True) -> Iterator[Path]:
+    """Yield a temp directory beside ``path``; on success it replaces ``path`` in one rename.
+
+    On any exception the temp directory is removed and ``path`` is left as it was.
+    """
+    dst = Path(path)
+    ensure_writable_dir(dst.parent)
+    if dst.exists() and not overwrite:
+        raise ShiftkitError(f"output {dst} already exists (remove it or pass overwrite)")
+    tmp = Path(tempfile.mkdtemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp"))
+    try:
+        yield tmp
+        if dst.exists():
+            old = dst.with_name(f".{dst.name}.old-{os.getpid()}")
+            os.replace(dst, old)
+            os.replace(tmp, dst)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, dst)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+class JsonlWriter:
+    """Append one flat JSON dict per line; each line is flushed so a killed run keeps its log."""
+
+    def __init__(self, path: str | Path, append: bool = True):
+        self.path = Path(path)
+        ensure_writable_dir(self.path.parent)
+        self._f = open(self.path, "a" if append else "w")
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._f.write(json.dumps(_jsonable(row)) + "\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> "JsonlWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    p = Path(path)
+    if not p.is_file():
+        raise ShiftkitError(f"file not found: {p}")
+    rows = []
+    for i, line in enumerate(p.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            raise ShiftkitError(f"{p}:{i}: not valid JSON") from None
+    return rows
+
+
+def truncate_jsonl(path: str | Path, keep: Any) -> None:
+    """Rewrite a JSONL file keeping only rows for which ``keep(row)`` is true (used on resume)."""
+    p = Path(path)
+    if not p.is_file():
+        return
+    rows = [r for r in read_jsonl(p) if keep(r)]
+    atomic_write_text(p, "".join(json.dumps(r) + "\n" for r in rows))

@@ -1,0 +1,249 @@
+"""Causal LMs and tokenizers, the HF way.
+
+Everything loads through ``AutoModelForCausalLM`` / ``AutoTokenizer`` (a local ``save_pretrained``
+directory or a hub id already in the local cache; we never download at run time unless the user's
+environment allows it) and saves as safetensors. Tiny models for tests and the toy world are built
+from a real architecture config (Qwen3 by default, Llama accepted) with a character-level tokenizer
+saved as a real HF fast tokenizer, so they take exactly the code path a real checkpoint takes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from shiftkit.errors import ShiftkitError
+from shiftkit.io import atomic_dir
+
+SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
+CHAR_VOCAB = [chr(i) for i in range(32, 127)] + ["\n"]
+
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+          "float16": torch.float16, "fp16": torch.float16}
+
+
+def resolve_dtype(name: str | torch.dtype) -> torch.dtype:
+    if isinstance(name, torch.dtype):
+        return name
+    if name not in DTYPES:
+        raise ShiftkitError(f"unknown dtype '{name}' (use one of {sorted(DTYPES)})")
+    return DTYPES[name]
+
+
+@contextlib.contextmanager
+def quiet_hf():
+    """Silence HF progress bars and info logs while loading/saving tiny models."""
+    from transformers.utils import logging as hf_logging
+
+    prev = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        from huggingface_hub.utils import disable_progress_bars, enable_progress_bars
+    except ImportError:  # pragma: no cover
+        disable_progress_bars = enable_progress_bars = lambda: None  # noqa: E731
+    disable_progress_bars()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(prev)
+        hf_logging.enable_progress_bar()
+        enable_progress_bars()
+
+
+# --------------------------------------------------------------------------------------------------
+# Tokenizers
+# --------------------------------------------------------------------------------------------------
+
+def make_char_tokenizer():
+    """A character-level HF fast tokenizer: 4 special tokens + printable ASCII + newline (100 ids).
+
+    ``<pad>`` (id 0) pads, ``<eos>`` (id 2) ends a completion. Saved with ``save_pretrained`` it
+    is a normal ``tokenizer.json`` that ``AutoTokenizer`` loads.
+    """
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS + CHAR_VOCAB)}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    hf_tok = PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>", unk_token="<unk>",
+        model_max_length=4096,
+    )
+    hf_tok.padding_side = "left"
+    return hf_tok
+
+
+# --------------------------------------------------------------------------------------------------
+# Tiny models from config
+# --------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class TinyModelSpec:
+    """Shape of a tiny causal LM built from a real architecture config."""
+
+    arch: str = "qwen3"  # qwen3 | llama
+    hidden_size: int = 128
+    num_hidden_layers: int = 4
+    intermediate_size: int = 384
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    head_dim: int = 32
+    max_position_embeddings: int = 256
+    tie_word_embeddings: bool = True
+    rope_theta: float = 10000.0
+
+
+# The toy world's two model sizes (parameter counts with the 100-token char vocabulary).
+WEAK_SPEC = TinyModelSpec(hidden_size=96, num_hidden_layers=3, intermediate_size=256,
+                          num_attention_heads=4, num_key_value_heads=2, head_dim=24)
+STRONG_SPEC = TinyModelSpec(hidden_size=192, num_hidden_layers=6, intermediate_size=576,
+                            num_attention_heads=6, num_key_value_heads=2, head_dim=32)
+
+
+def make_tiny_model(spec: TinyModelSpec | None = None, vocab_size: int = 100, seed: int = 0,
+                    pad_token_id: int = 0, bos_token_id: int = 1, eos_token_id: int = 2):
+    """Build a randomly initialised HF causal LM (Qwen3 or Llama) from ``spec``."""
+    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
+
+    spec = spec or TinyModelSpec()
+    common = dict(
+        vocab_size=vocab_size, hidden_size=spec.hidden_size, num_hidden_layers=spec.num_hidden_layers,
+        intermediate_size=spec.intermediate_size, num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_key_value_heads, head_dim=spec.head_dim,
+        max_position_embeddings=spec.max_position_embeddings, tie_word_embeddings=spec.tie_word_embeddings,
+        pad_token_id=pad_token_id, bos_token_id=bos_token_id, eos_token_id=eos_token_id,
+    )
+    if spec.arch == "qwen3":
+        cfg = Qwen3Config(**common)
+    elif spec.arch == "llama":
+        cfg = LlamaConfig(**common)
+    else:
+        raise ShiftkitError(f"unknown tiny-model arch '{spec.arch}' (use qwen3 or llama)")
+    with _seeded(seed), quiet_hf():
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    return model
+
+
+@contextlib.contextmanager
+def _seeded(seed: int):
+    state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(state)
+
+
+def num_params(model: torch.nn.Module) -> int:
+    """Unique parameter count (tied weights counted once)."""
+    seen, total = set(), 0
+    for p in model.parameters():
+        if id(p) not in seen:
+            seen.add(id(p))
+            total += p.numel()
+    return total
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading and saving
+# --------------------------------------------------------------------------------------------------
+
+def _looks_like_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or os.sep in name.rstrip(os.sep).split(os.sep, 1)[-1] or \
+        Path(name).exists()
+
+
+def check_model_source(name: str | os.PathLike, what: str = "model") -> str:
+    """Validate a model path or hub id before loading; return it as a string."""
+    name = str(name)
+    if not name:
+        raise ShiftkitError(f"no {what} given")
+    p = Path(name).expanduser()
+    if p.exists():
+        if not p.is_dir():
+            raise ShiftkitError(f"{what} path {p} is a file; pass the directory written by save_pretrained")
+        if not (p / "config.json").is_file():
+            raise ShiftkitError(f"{what} directory {p} has no config.json; is it a save_pretrained directory?")
+        return str(p)
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise ShiftkitError(f"{what} directory not found: {name}")
+    return name  # a hub id; from_pretrained will look in the local cache
+
+
+def load_tokenizer(name: str | os.PathLike):
+    from transformers import AutoTokenizer
+
+    src = check_model_source(name, "tokenizer")
+    try:
+        with quiet_hf():
+            tok = AutoTokenizer.from_pretrained(src)
+    except (OSError, ValueError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ShiftkitError(f"cannot load tokenizer from '{src}': {msg}") from None
+    if tok.pad_token_id is None:
+        if tok.eos_token_id is None:
+            raise ShiftkitError(f"tokenizer at '{src}' has neither a pad nor an eos token")
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    return tok
+
+
+def load_model(name: str | os.PathLike, dtype: str | torch.dtype = "float32", device: str | torch.device = "cpu"):
+    """Load a causal LM with ``AutoModelForCausalLM`` (local directory or cached hub id)."""
+    from transformers import AutoModelForCausalLM
+
+    src = check_model_source(name, "model")
+    try:
+        with quiet_hf():
+            model = AutoModelForCausalLM.from_pretrained(src, dtype=resolve_dtype(dtype))
+    except (OSError, ValueError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ShiftkitError(f"cannot load model from '{src}': {msg}") from None
+    return model.to(device)
+
+
+def check_vocab(model, tokenizer, where: str = "") -> None:
+    """The tokenizer's ids must all index the model's embedding matrix."""
+    n_emb = model.get_input_embeddings().num_embeddings
+    n_tok = len(tokenizer)
+    if n_tok > n_emb:
+        loc = f" at '{where}'" if where else ""
+        raise ShiftkitError(
+            f"tokenizer has {n_tok} tokens but the model{loc} embeds only {n_emb}; "
+            "use the tokenizer saved with this model"
+        )
+
+
+def load_model_and_tokenizer(name: str | os.PathLike, dtype: str | torch.dtype = "float32",
+                             device: str | torch.device = "cpu", tokenizer: str | None = None):
+    tok = load_tokenizer(tokenizer or name)
+    model = load_model(name, dtype=dtype, device=device)
+    check_vocab(model, tok, str(name))
+    return model, tok
+
+
+def save_model(model, tokenizer, path: str | os.PathLike, extra_files: dict[str, str] | None = None) -> Path:
+    """Save model + tokenizer as a ``save_pretrained`` directory (safetensors), atomically."""
+    path = Path(path)
+    with atomic_dir(path) as tmp:
+        with quiet_hf(), contextlib.redirect_stderr(io.StringIO()):
+            model.save_pretrained(tmp, safe_serialization=True)
+            if tokenizer is not None:
+                tokenizer.save_pretrained(tmp)
+        for name, text in (extra_files or {}).items():
+            (tmp / name).write_text(text)
+    return path
+
+
+logging.getLogger("transformers").setLevel(logging.ERROR)
