@@ -105,10 +105,10 @@ class TinyModelSpec:
 
 
 # The toy world's two model sizes (parameter counts with the 100-token char vocabulary).
-WEAK_SPEC = TinyModelSpec(hidden_size=96, num_hidden_layers=3, intermediate_size=256,
-                          num_attention_heads=4, num_key_value_heads=2, head_dim=24)
-STRONG_SPEC = TinyModelSpec(hidden_size=192, num_hidden_layers=6, intermediate_size=576,
-                            num_attention_heads=6, num_key_value_heads=2, head_dim=32)
+WEAK_SPEC = TinyModelSpec(hidden_size=64, num_hidden_layers=3, intermediate_size=192,
+                          num_attention_heads=4, num_key_value_heads=2, head_dim=16)  # 0.15M params
+STRONG_SPEC = TinyModelSpec(hidden_size=160, num_hidden_layers=4, intermediate_size=480,
+                            num_attention_heads=4, num_key_value_heads=2, head_dim=40)  # 1.25M params (8x)
 
 
 def make_tiny_model(spec: TinyModelSpec | None = None, vocab_size: int = 100, seed: int = 0,

@@ -1,0 +1,60 @@
+"""Data parallelism: single process by default, DDP under ``accelerate launch`` (gloo on CPU).
+
+Loops split the *global* batch across ranks and normalise losses by *global* counts, so that
+averaging gradients over ranks reproduces the single-process gradient exactly.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+
+
+class Dist:
+    def __init__(self) -> None:
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        if self.world > 1 and not dist.is_initialized():
+            from accelerate import PartialState
+
+            PartialState(cpu=not torch.cuda.is_available())  # initialises the process group (gloo on CPU)
+        self.device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available()
+                                   else "cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def shard(self, items: list) -> list:
+        """This rank's share of a global list (strided, so every rank gets the same count if divisible)."""
+        return items[self.rank :: self.world]
+
+    def sum(self, x: float | torch.Tensor) -> torch.Tensor:
+        t = torch.as_tensor(x, dtype=torch.float64).clone()
+        if self.world > 1:
+            dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        return t
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        if self.world == 1:
+            return model
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        return DDP(model, device_ids=None if self.device.type == "cpu" else [self.device.index])
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
+
+    def gather_objects(self, obj) -> list:
+        if self.world == 1:
+            return [obj]
+        out = [None] * self.world
+        dist.all_gather_object(out, obj)
+        return out
+
+
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    return model.module if hasattr(model, "module") else model

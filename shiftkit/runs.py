@@ -1,0 +1,107 @@
+"""Run directories, checkpoints and resume, shared by every training loop.
+
+A run directory holds::
+
+    config.json          resolved config (what actually ran)
+    metrics.jsonl        one flat dict per step (and eval rows with "eval/" keys)
+    checkpoints/step_N/  HF save_pretrained dir + trainer_state.pt (optimizer, step), written atomically
+    final/               the final HF model (atomically written) ; DONE marks a finished run
+    summary.json         the run's summary
+
+All randomness in our loops is derived from ``(seed, step)``, so a checkpoint needs only weights,
+optimizer state and the step to resume bit-for-bit.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from shiftkit.errors import ShiftkitError
+from shiftkit.io import JsonlWriter, atomic_dir, atomic_write_json, ensure_writable_dir, truncate_jsonl
+
+
+class RunDir:
+    def __init__(self, path: str | Path, config: dict[str, Any], overwrite: bool = False,
+                 ignore_keys: tuple[str, ...] = ("steps", "eval_every", "save_every", "threads", "progress")):
+        self.path = Path(path)
+        if overwrite and self.path.exists():
+            shutil.rmtree(self.path)
+        ensure_writable_dir(self.path)
+        cfg_path = self.path / "config.json"
+        if cfg_path.exists():
+            old = json.loads(cfg_path.read_text())
+            diff = sorted(k for k in set(old) | set(config)
+                          if k not in ignore_keys and old.get(k) != config.get(k))
+            if diff:
+                raise ShiftkitError(
+                    f"run directory {self.path} holds a run with a different config (keys: {', '.join(diff)}); "
+                    "use another out directory or overwrite=true"
+                )
+        atomic_write_json(cfg_path, config)
+        self.config = config
+
+    @property
+    def done(self) -> bool:
+        return (self.path / "DONE").exists() and (self.path / "final" / "config.json").exists()
+
+    @property
+    def final(self) -> Path:
+        return self.path / "final"
+
+    def metrics_writer(self, start_step: int) -> JsonlWriter:
+        """Open metrics.jsonl for appending, after dropping rows from steps >= start_step (resume)."""
+        truncate_jsonl(self.path / "metrics.jsonl", lambda r: r.get("step", -1) < start_step)
+        return JsonlWriter(self.path / "metrics.jsonl")
+
+    # ---- checkpoints ---------------------------------------------------------------------------
+    def save_checkpoint(self, step: int, model, tokenizer, optimizer, keep: int = 2, extra: dict | None = None) -> Path:
+        from shiftkit.models import quiet_hf
+
+        ckdir = self.path / "checkpoints" / f"step_{step:06d}"
+        with atomic_dir(ckdir) as tmp:
+            with quiet_hf():
+                model.save_pretrained(tmp, safe_serialization=True)
+                if tokenizer is not None:
+                    tokenizer.save_pretrained(tmp)
+            torch.save({"step": step, "optimizer": optimizer.state_dict(), "extra": extra or {}},
+                       tmp / "trainer_state.pt")
+        cks = sorted((self.path / "checkpoints").glob("step_*"))
+        for old in cks[:-keep] if keep > 0 else []:
+            shutil.rmtree(old, ignore_errors=True)
+        return ckdir
+
+    def latest_checkpoint(self) -> Path | None:
+        cks = sorted(p for p in (self.path / "checkpoints").glob("step_*")
+                     if (p / "trainer_state.pt").exists() and (p / "config.json").exists())
+        return cks[-1] if cks else None
+
+    def load_trainer_state(self, ckdir: Path, model, optimizer) -> tuple[int, dict]:
+        from safetensors.torch import load_file
+
+        state = {}
+        for f in sorted(ckdir.glob("*.safetensors")):
+            state.update(load_file(f))
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        missing = [k for k in missing if not k.endswith("lm_head.weight")]  # tied weights are not saved twice
+        if missing or unexpected:
+            raise ShiftkitError(f"checkpoint {ckdir} does not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
+        ts = torch.load(ckdir / "trainer_state.pt", weights_only=False)
+        optimizer.load_state_dict(ts["optimizer"])
+        return int(ts["step"]), ts.get("extra", {})
+
+    def finish(self, model, tokenizer, summary: dict[str, Any]) -> None:
+        from shiftkit.models import save_model
+
+        save_model(model, tokenizer, self.final)
+        atomic_write_json(self.path / "summary.json", summary)
+        (self.path / "DONE").write_text("ok\n")
+        shutil.rmtree(self.path / "checkpoints", ignore_errors=True)
+
+    def summary(self) -> dict[str, Any]:
+        p = self.path / "summary.json"
+        return json.loads(p.read_text()) if p.exists() else {}

@@ -1,0 +1,212 @@
+"""Batched sampling with a KV cache, and a padding-invariant scorer.
+
+Layout used everywhere: prompts are **left**-padded to ``P`` tokens, completions are
+**right**-padded to ``T`` tokens; a sequence is ``[pad.. prompt | completion ..pad]`` with an
+attention mask that is 0 on padding and position ids ``cumsum(mask) - 1``, so padding never
+changes a real token's position or what it attends to. That is why scoring a sequence alone or
+inside a padded batch gives the same log-probs (tested to 1e-5 in fp32).
+
+Sampling randomness is drawn per row from a generator seeded by ``row_seeds[b]`` (inverse-CDF
+sampling), so a row's sample does not depend on which other rows share its batch: the same rollout
+comes out on 1 process or split across 2 (DDP), and after a resume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+
+import torch
+
+from shiftkit.models import resolve_dtype
+
+
+@dataclasses.dataclass
+class Rollouts:
+    """A batch of sampled completions (B rows)."""
+
+    prompt_ids_BP: torch.Tensor  # left-padded
+    prompt_mask_BP: torch.Tensor
+    completion_ids_BT: torch.Tensor  # right-padded with pad_id
+    completion_mask_BT: torch.Tensor  # 1 on generated tokens (the EOS included), 0 after
+    logp_BT: torch.Tensor  # log-prob of each sampled token under the sampling distribution
+    eos_B: torch.Tensor  # bool: the row stopped at EOS (not truncated)
+    texts: list[str]
+
+    @property
+    def lengths_B(self) -> torch.Tensor:
+        return self.completion_mask_BT.sum(-1)
+
+    def select(self, idx) -> "Rollouts":
+        if isinstance(idx, slice):
+            texts = self.texts[idx]
+        else:
+            texts = [self.texts[i] for i in (idx.tolist() if torch.is_tensor(idx) else idx)]
+        return Rollouts(self.prompt_ids_BP[idx], self.prompt_mask_BP[idx], self.completion_ids_BT[idx],
+                        self.completion_mask_BT[idx], self.logp_BT[idx], self.eos_B[idx], texts)
+
+
+def encode_prompts(tokenizer, prompts: list[str], device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-padded prompt ids and mask (no special tokens are added)."""
+    ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    P = max(len(x) for x in ids)
+    pad = tokenizer.pad_token_id
+    ids_BP = torch.full((len(ids), P), pad, dtype=torch.long)
+    mask_BP = torch.zeros((len(ids), P), dtype=torch.long)
+    for b, x in enumerate(ids):
+        if x:
+            ids_BP[b, P - len(x):] = torch.tensor(x)
+            mask_BP[b, P - len(x):] = 1
+    return ids_BP.to(device), mask_BP.to(device)
+
+
+def encode_completions(tokenizer, completions: list[str], add_eos: bool = True, device="cpu"):
+    """Right-padded completion ids and mask (EOS appended by default)."""
+    eos = tokenizer.eos_token_id
+    ids = [tokenizer(c, add_special_tokens=False)["input_ids"] + ([eos] if add_eos else []) for c in completions]
+    T = max(1, max(len(x) for x in ids))
+    ids_BT = torch.full((len(ids), T), tokenizer.pad_token_id, dtype=torch.long)
+    mask_BT = torch.zeros((len(ids), T), dtype=torch.long)
+    for b, x in enumerate(ids):
+        ids_BT[b, : len(x)] = torch.tensor(x, dtype=torch.long)
+        mask_BT[b, : len(x)] = 1
+    return ids_BT.to(device), mask_BT.to(device)
+
+
+def _positions(mask_BL: torch.Tensor) -> torch.Tensor:
+    return (mask_BL.cumsum(-1) - 1).clamp(min=0)
+
+
+def process_logits(logits_BV: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """Log-probs of the sampling distribution: temperature scaling, then nucleus (top-p) truncation."""
+    logits_BV = logits_BV.float() / max(temperature, 1e-8)
+    if top_p < 1.0:
+        sorted_BV, idx_BV = logits_BV.sort(-1, descending=True)
+        probs_BV = sorted_BV.softmax(-1)
+        drop_BV = probs_BV.cumsum(-1) - probs_BV > top_p  # keep the smallest prefix with mass >= top_p
+        sorted_BV = sorted_BV.masked_fill(drop_BV, float("-inf"))
+        logits_BV = torch.full_like(logits_BV, float("-inf")).scatter(-1, idx_BV, sorted_BV)
+    return logits_BV.log_softmax(-1)
+
+
+@torch.no_grad()
+def sample(
+    model,
+    tokenizer,
+    prompts: list[str],
+    *,
+    max_new_tokens: int = 64,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    greedy: bool = False,
+    row_seeds: list[int] | None = None,
+    seed: int = 0,
+) -> Rollouts:
+    """Sample one completion per prompt with a KV cache, stopping rows at EOS.
+
+    ``row_seeds[b]`` seeds row b's random stream (default ``seed + b``). Log-probs are of the
+    sampling distribution (temperature/top-p applied); with ``greedy`` they are of the
+    temperature-1 distribution.
+    """
+    from transformers import DynamicCache
+
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    B = len(prompts)
+    ids_BP, mask_BP = encode_prompts(tokenizer, prompts, device)
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    gens = None
+    if not greedy:
+        seeds = row_seeds if row_seeds is not None else [seed + b for b in range(B)]
+        gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
+
+    cache = DynamicCache(config=model.config)
+    mask_BL = mask_BP
+    out = model(input_ids=ids_BP, attention_mask=mask_BL, position_ids=_positions(mask_BL), cache=cache,
+                use_cache=True, logits_to_keep=1)
+    cache = out.cache
+    logits_BV = out.logits[:, -1]
+    pos_B = _positions(mask_BL)[:, -1]
+    toks, lps = [], []
+    done_B = torch.zeros(B, dtype=torch.bool, device=device)
+    alive_BT = []
+    for t in range(max_new_tokens):
+        if greedy:
+            logp_BV = logits_BV.float().log_softmax(-1)
+            tok_B = logp_BV.argmax(-1)
+        else:
+            logp_BV = process_logits(logits_BV, temperature, top_p)
+            u_B = torch.stack([torch.rand((), generator=g) for g in gens]).to(device)
+            cdf_BV = logp_BV.exp().cumsum(-1)
+            tok_B = torch.searchsorted(cdf_BV, (u_B * cdf_BV[:, -1]).unsqueeze(-1)).squeeze(-1)
+            tok_B = tok_B.clamp(max=logp_BV.shape[-1] - 1)
+        lp_B = logp_BV.gather(-1, tok_B[:, None]).squeeze(-1)
+        alive_BT.append(~done_B)
+        tok_B = torch.where(done_B, torch.full_like(tok_B, pad), tok_B)
+        toks.append(tok_B)
+        lps.append(torch.where(done_B, torch.zeros_like(lp_B), lp_B))
+        done_B = done_B | (tok_B == eos)
+        if bool(done_B.all()) or t == max_new_tokens - 1:
+            break
+        mask_BL = torch.cat([mask_BL, torch.ones(B, 1, dtype=mask_BL.dtype, device=device)], 1)
+        pos_B = pos_B + 1
+        out = model(input_ids=tok_B[:, None], attention_mask=mask_BL, position_ids=pos_B[:, None], cache=cache,
+                    use_cache=True)
+        cache = out.cache
+        logits_BV = out.logits[:, -1]
+    comp_BT = torch.stack(toks, 1)
+    cmask_BT = torch.stack(alive_BT, 1).long()
+    logp_BT = torch.stack(lps, 1)
+    eos_B = ((comp_BT == eos) & cmask_BT.bool()).any(-1)
+    texts = [tokenizer.decode(comp_BT[b][cmask_BT[b].bool()].tolist(), skip_special_tokens=True) for b in range(B)]
+    model.train(was_training)
+    return Rollouts(ids_BP, mask_BP, comp_BT, cmask_BT, logp_BT, eos_B, texts)
+
+
+def forward_logits(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT,
+                   dtype: str | torch.dtype | None = None) -> torch.Tensor:
+    """Logits ``[B, T, V]`` predicting each completion token (grad flows if enabled)."""
+    P = prompt_ids_BP.shape[1]
+    ids_BL = torch.cat([prompt_ids_BP, completion_ids_BT], 1)
+    mask_BL = torch.cat([prompt_mask_BP, completion_mask_BT], 1)
+    ctx = contextlib.nullcontext()
+    if dtype is not None and resolve_dtype(dtype) != torch.float32:
+        ctx = torch.autocast(device_type=ids_BL.device.type, dtype=resolve_dtype(dtype))
+    with ctx:
+        out = model(input_ids=ids_BL, attention_mask=mask_BL, position_ids=_positions(mask_BL), use_cache=False)
+    # position P-1+t predicts completion token t
+    return out.logits[:, P - 1 : -1].float()
+
+
+def token_logprobs(logits_BTV: torch.Tensor, ids_BT: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """log p(ids) under ``softmax(logits / temperature)``, shape ``[B, T]``."""
+    logp_BTV = (logits_BTV / temperature).log_softmax(-1)
+    return logp_BTV.gather(-1, ids_BT.unsqueeze(-1)).squeeze(-1)
+
+
+def score(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT,
+          dtype: str | torch.dtype = "float32", temperature: float = 1.0, batch_size: int | None = None,
+          grad: bool = False) -> torch.Tensor:
+    """Per-token log-probs ``[B, T]`` of given completions under ``model`` (0 at padding)."""
+    B = prompt_ids_BP.shape[0]
+    bs = batch_size or B
+    ctx = contextlib.nullcontext() if grad else torch.no_grad()
+    outs = []
+    with ctx:
+        for s in range(0, B, bs):
+            sl = slice(s, s + bs)
+            logits_BTV = forward_logits(model, prompt_ids_BP[sl], prompt_mask_BP[sl], completion_ids_BT[sl],
+                                        completion_mask_BT[sl], dtype)
+            lp_BT = token_logprobs(logits_BTV, completion_ids_BT[sl], temperature)
+            outs.append(lp_BT * completion_mask_BT[sl])
+    return torch.cat(outs, 0)
+
+
+def score_texts(model, tokenizer, prompts: list[str], completions: list[str], dtype="float32",
+                add_eos: bool = True, batch_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Convenience: per-token log-probs and masks for (prompt, completion) strings."""
+    device = next(model.parameters()).device
+    p_ids, p_mask = encode_prompts(tokenizer, prompts, device)
+    c_ids, c_mask = encode_completions(tokenizer, completions, add_eos, device)
+    return score(model, p_ids, p_mask, c_ids, c_mask, dtype=dtype, batch_size=batch_size), c_mask
