@@ -17,7 +17,8 @@ numbers feed the edited checkpoint, the compact core and the PEFT adapter.
 The fast path never runs a full SVD of W_0 unless the singular vectors themselves are needed
 (a mask, or a truncated base rank): with the full base rank the projector onto span(U0) is the
 identity for a square matrix, and for a rectangular one it is the projector onto range(W_0) (or
-range(W_0^T)), applied through the Cholesky factor of the fp64 Gram matrix. Rank-deficient or
+range(W_0^T)), applied by semi-normal equations (fp32 Gram, fp64 Cholesky, two refinement
+steps). Rank-deficient or
 ill-conditioned bases fall back to the same ``torch.linalg.svd`` call the official code uses.
 """
 
@@ -123,13 +124,14 @@ def resolve_rank(spec: RankSpec, m: int, n: int, S: torch.Tensor | None = None) 
 # --------------------------------------------------------------------------------------------------
 
 def randomized_svd(A_mn: torch.Tensor, k: int, oversample: int = 10, niter: int = 16,
-                   seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   seed: int = 0, tol: float = 1e-7) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Top-k SVD by randomized subspace iteration (Halko et al. 2011, Alg. 4.4), re-orthonormalised
     every half step. The sketch has l = 2k + oversample columns. Returns ``U_mk, S_k, Vh_kn``.
 
     Stated accuracy (defaults niter=16, oversample=10): the captured energy ||A_k||_F^2 / ||A_opt_k||_F^2
     is >= 0.999 for spectra S_i ~ i^-0.1 or steeper and >= 0.995 at i^-0.05 (tests/sar/test_linalg.py); where the spectrum
     has a gap after k the factors converge to the exact ones at rate (S[l]/S[k])^(2 niter + 1).
+    Iterations stop early (after at least 3) once the top-k Ritz energy changes by <= ``tol`` relative.
     """
     m, n = A_mn.shape
     full = min(m, n)
@@ -140,10 +142,16 @@ def randomized_svd(A_mn: torch.Tensor, k: int, oversample: int = 10, niter: int 
     transpose = m < n
     X = A_mn.T if transpose else A_mn  # [M, N] with M >= N
     Omega_Nl = torch.randn(X.shape[1], l, generator=gen, dtype=X.dtype).to(X.device)
-    Q_Ml, _ = torch.linalg.qr(X @ Omega_Nl)
-    for _ in range(niter):
+    Q_Ml, R = torch.linalg.qr(X @ Omega_Nl)
+    prev = None
+    for it in range(niter):
         Z_Nl, _ = torch.linalg.qr(X.T @ Q_Ml)
-        Q_Ml, _ = torch.linalg.qr(X @ Z_Nl)
+        Q_Ml, R = torch.linalg.qr(X @ Z_Nl)
+        # Ritz values from the small R factor: stop once the top-k energy has converged
+        e = float((torch.linalg.svdvals(R)[:k].double() ** 2).sum())
+        if prev is not None and it >= 2 and abs(e - prev) <= tol * e:
+            break
+        prev = e
     B_lN = Q_Ml.T @ X
     Ub_ll, S_l, Vh_lN = torch.linalg.svd(B_lN, full_matrices=False)
     U_Mk = Q_Ml @ Ub_ll[:, :k]
@@ -202,24 +210,31 @@ class BaseBasis:
         return sum(t.numel() * t.element_size() for t in (self.W_mn, self.L, self.U_mr, self.S_r, self.V_nr)
                    if t is not None and t is not self.W_mn)
 
+    def _solve(self, W_ab: torch.Tensor, X_aq: torch.Tensor, steps: int = 2) -> torch.Tensor:
+        """y = (W^T W)^-1 W^T X via the Cholesky factor L of the Gram matrix, with ``steps`` rounds of
+        iterative refinement on the residual (corrected semi-normal equations: fp32 Gram, accurate
+        while cond(W)^2 * eps_fp32 << 1, which ``base_basis`` checks)."""
+        y = torch.cholesky_solve((W_ab.T @ X_aq).double(), self.L).to(W_ab.dtype)
+        for _ in range(steps):
+            r = W_ab.T @ (X_aq - W_ab @ y)
+            y = y + torch.cholesky_solve(r.double(), self.L).to(W_ab.dtype)
+        return y
+
     def project_left(self, X_mq: torch.Tensor) -> torch.Tensor:
         """U0 U0^T X (columns of X projected onto span(U0))."""
         if self.kind == "identity" or (self.kind == "range" and self.side == "right"):
             return X_mq
-        if self.kind == "range":  # P = W G^-1 W^T with G = W^T W = L L^T
-            W = self.W_mn
-            Y = torch.cholesky_solve((W.T @ X_mq).double(), self.L)
-            return W @ Y.to(W.dtype)
+        if self.kind == "range":  # P X = W y, y = argmin ||X - W y|| (semi-normal equations + refinement)
+            return self.W_mn @ self._solve(self.W_mn, X_mq)
         return self.U_mr @ (self.U_mr.T @ X_mq)
 
     def project_right(self, Y_qn: torch.Tensor) -> torch.Tensor:
         """Y V0 V0^T (rows of Y projected onto span(V0))."""
         if self.kind == "identity" or (self.kind == "range" and self.side == "left"):
             return Y_qn
-        if self.kind == "range":  # P = W^T G^-1 W with G = W W^T = L L^T
-            W = self.W_mn
-            Z = torch.cholesky_solve((W @ Y_qn.T).double(), self.L)
-            return (W.T @ Z.to(W.dtype)).T
+        if self.kind == "range":  # Y P = (W^T y)^T, y = argmin ||Y^T - W^T y||
+            Wt = self.W_mn.T
+            return (Wt @ self._solve(Wt, Y_qn.T)).T
         return (Y_qn @ self.V_nr) @ self.V_nr.T
 
 
@@ -230,11 +245,12 @@ def _svd_basis(W_mn: torch.Tensor, spec: RankSpec) -> BaseBasis:
 
 
 def base_basis(W_mn: torch.Tensor, spec: RankSpec, need_vectors: bool = False,
-               cond_limit: float = 1e10) -> BaseBasis:
+               cond_limit: float = 1e10, gram_cond_limit: float = 1e5) -> BaseBasis:
     """The cheapest exact description of W_0's rank-r singular spaces.
 
     - full rank, no vectors needed, square: identity (U0 U0^T = I for a full thin SVD of a square matrix);
-    - full rank, no vectors needed, rectangular and well conditioned: Gram/Cholesky range projector;
+    - full rank, no vectors needed, rectangular and well conditioned (cond(W)^2 < gram_cond_limit):
+      projector onto range(W) by fp32 Gram + fp64 Cholesky + two refinement steps;
     - otherwise top-r singular vectors from the fp64 Gram eigendecomposition (U = W V / S), or the
       plain ``torch.linalg.svd`` when the needed singular values are too small for that
       (S_r / S_1 below sqrt(1 / cond_limit)).
@@ -245,12 +261,11 @@ def base_basis(W_mn: torch.Tensor, spec: RankSpec, need_vectors: bool = False,
         if m == n:
             return BaseBasis("identity", (m, n))
         side = "left" if m > n else "right"
-        W64 = W.double()
-        G = W64.T @ W64 if side == "left" else W64 @ W64.T
+        G = (W.T @ W if side == "left" else W @ W.T).double()  # fp32 Gram, refined in _solve
         L, info = torch.linalg.cholesky_ex(G)
         if int(info) == 0:
             d = torch.diagonal(L)
-            if float(d.max() / d.min()) ** 2 < cond_limit:  # diag(L) ratio^2 bounds cond(G) from below
+            if float(d.max() / d.min()) ** 2 < gram_cond_limit:  # diag(L) ratio^2 bounds cond(G) from below
                 return BaseBasis("range", (m, n), side=side, W_mn=W, L=L)
         return _svd_basis(W, spec)
     # singular vectors from the Gram matrix of the smaller side
