@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
-    if getattr(args, "json", False) and summary is not None:
+    if getattr(args, "json", False) and summary is not None and os.environ.get("RANK", "0") == "0":
         _print_json(summary)
     return 0
 

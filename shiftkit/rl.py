@@ -39,7 +39,7 @@ class GRPOConfig:
     max_new_tokens: int = 48
     temperature: float = 1.0
     top_p: float = 1.0
-    lr: float = 5e-4
+    lr: float = 2e-4
     warmup: int = 0
     schedule: str = "constant"
     weight_decay: float = 0.0
@@ -145,6 +145,7 @@ def run_grpo(cfg: GRPOConfig) -> dict:
         ref_logp_BT = score(ref, *args, temperature=cfg.temperature) if ref is not None else None
         t_score = time.time() - t1
         n_tok, n_seq = d.sum(mask_BT.sum()), P * G
+        has_signal = bool(d.sum((adv_B != 0).sum()) > 0) or ref is not None
         t2 = time.time()
         set_lr(opt, lr_at(step, cfg.lr, cfg.warmup, cfg.steps, cfg.schedule))
         for _ in range(cfg.ppo_epochs):
@@ -161,7 +162,8 @@ def run_grpo(cfg: GRPOConfig) -> dict:
             opt.zero_grad(set_to_none=True)
             (loss * d.world).backward()
             gnorm = grad_norm_clip(model, cfg.grad_clip)
-            opt.step()
+            if has_signal:  # an all-zero-advantage batch carries no information: don't let Adam's
+                opt.step()  # momentum move the policy on it (it would, with zero gradients)
         t_update = time.time() - t2
         with torch.no_grad():
             ent = losses.masked_mean(losses.entropy_from_logits(logits_BTV.detach()), mask_BT)

@@ -159,6 +159,16 @@ DEFAULT_DIFFICULTIES = {"add": (2, 3, 4), "sub": (2, 3, 4), "mul": (2, 3)}
 
 
 def get_task(name: str, difficulties: tuple[int, ...] | None = None) -> ArithTask:
+    """``add``, ``sub``, ``mul``; ``add:2`` or ``add:2-3`` restricts the number of digits."""
+    if ":" in name:
+        name, spec = name.split(":", 1)
+        try:
+            lo, _, hi = spec.partition("-")
+            difficulties = tuple(range(int(lo), int(hi or lo) + 1))
+        except ValueError:
+            raise ShiftkitError(f"bad task spec '{name}:{spec}' (use e.g. add:2 or add:2-4)") from None
+        if not difficulties or min(difficulties) < 1 or max(difficulties) > 9:
+            raise ShiftkitError(f"bad digit range in task spec '{name}:{spec}' (1 to 9 digits)")
     if name not in DEFAULT_DIFFICULTIES:
         raise ShiftkitError(f"unknown task '{name}' (known: {', '.join(DEFAULT_DIFFICULTIES)})")
     return ArithTask(name, difficulties or DEFAULT_DIFFICULTIES[name])
@@ -170,7 +180,10 @@ class Mixture:
     def __init__(self, names: list[str] | tuple[str, ...]):
         if not names:
             raise ShiftkitError("empty task list: give at least one of add, sub, mul")
-        self.tasks = {n: get_task(n) for n in names}
+        self.tasks = {}
+        for n in names:
+            t = get_task(n)
+            self.tasks[t.name] = t
         self.name = "+".join(names)
 
     def sample(self, rng: random.Random, split: str = "train", difficulty: int | None = None) -> Problem:
