@@ -193,7 +193,7 @@ def check_file_network(src: str) -> list[Finding]:
     for n in ast.walk(tree):
         if isinstance(n, ast.Call):
             d = _dotted(n.func)
-            if d in ("open", "input", "torch.load", "torch.save", "print") and d != "print":
+            if d in ("open", "input", "torch.load", "torch.save"):
                 out.append(_f("file_or_network_access", f"calls {d}()", n))
             elif d.startswith("os.") and d.split(".")[-1] in OS_FILE_CALLS:
                 out.append(_f("file_or_network_access", f"calls {d}()", n))
@@ -234,7 +234,7 @@ def check_torch_compute_python(src: str) -> list[Finding]:
             d = _dotted(n.func)
             root = d.split(".")[0]
             last = d.split(".")[-1]
-            if root in aliases and last not in TORCH_ALLOWED_CALLS and not d.startswith(("torch.utils", "nn.Module", "torch.nn.Module", "nn.Parameter", "torch.nn.Parameter", "torch.Size")):
+            if root in aliases and last not in TORCH_ALLOWED_CALLS and not last[:1].isupper() and not d.startswith(("torch.utils", "nn.Module", "torch.nn.Module", "nn.Parameter", "torch.nn.Parameter", "torch.Size")):
                 out.append(_f("torch_compute_in_python", f"calls {d}()", n, "warning"))
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
             out.append(_f("torch_compute_in_python", "uses the @ operator", n, "warning"))
