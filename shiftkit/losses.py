@@ -133,3 +133,178 @@ def entropy_from_logits(logits_BTV: torch.Tensor) -> torch.Tensor:
     """Per-token entropy ``[B, T]`` of softmax(logits)."""
     logp_BTV = logits_BTV.float().log_softmax(-1)
     return -(logp_BTV.exp() * logp_BTV).sum(-1)
+
+
+# ---- Direct-OPD signals ----
+#
+# Direct-OPD (arXiv 2607.05394) treats a weak model's RL shift as a dense per-token reward:
+# ``Delta(v | s_t) = log pi_teacher(v | s_t) - log pi_ref(v | s_t)`` (post-RL minus pre-RL), evaluated
+# at states the *student* visits. Candidates ``v`` are the sampled token (``sampled``), the student's
+# top-K tokens (``student_topk``, the official default, K=16) or the whole vocabulary (``full_vocab``).
+# The per-candidate advantage is ``sg[w(v) * Delta(v)]`` with ``w`` the student's probabilities
+# renormalised over the candidates (1 for ``sampled``); the loss is the PPO surrogate applied to each
+# candidate and summed over candidates (:func:`candidate_policy_loss`), token-mean; plus the k3 KL to
+# the student's own initial policy (:func:`kl_penalty`) with the sign-based adaptive coefficient
+# (:func:`adaptive_kl_coef`). Shapes: ``K`` candidates per position.
+
+OPD_REWARD_MODES = ("sampled", "student_topk", "full_vocab")
+
+
+def gather_logprobs(logits_BTV: torch.Tensor, ids_BTK: torch.Tensor) -> torch.Tensor:
+    """Exact log-probs (softmax over the full vocabulary, fp32) at arbitrary candidate ids ``[B,T,K]``."""
+    return logits_BTV.float().log_softmax(-1).gather(-1, ids_BTK)
+
+
+def student_topk(logits_BTV: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The student's top-``k`` candidate ids and their (full-softmax) log-probs, both ``[B,T,K]``."""
+    logp_BTV = logits_BTV.float().log_softmax(-1)
+    logp_BTK, ids_BTK = logp_BTV.topk(min(k, logp_BTV.shape[-1]), dim=-1)
+    return ids_BTK, logp_BTK
+
+
+def topk_weights(student_logp_BTK: torch.Tensor) -> torch.Tensor:
+    """Student probabilities renormalised over the K candidates (sum to 1 per position), detached."""
+    return student_logp_BTK.detach().float().softmax(-1)
+
+
+def shape_delta(delta: torch.Tensor, scale: float = 1.0, clip: float = 0.0) -> torch.Tensor:
+    """``scale * clamp(delta, -clip, clip)`` (``clip=0``: no clipping). Official: scale 1, no clip."""
+    if clip > 0:
+        delta = delta.clamp(-clip, clip)
+    return scale * delta
+
+
+def direct_opd_sampled(teacher_logp_BT: torch.Tensor, ref_logp_BT: torch.Tensor, *, scale: float = 1.0,
+                       clip: float = 0.0) -> torch.Tensor:
+    """``sampled`` mode: the advantage of each sampled token is its (shaped) Delta, ``[B,T]``."""
+    return shape_delta((teacher_logp_BT.float() - ref_logp_BT.float()).detach(), scale, clip)
+
+
+def direct_opd_candidates(student_logp_BTK: torch.Tensor, teacher_logp_BTK: torch.Tensor,
+                          ref_logp_BTK: torch.Tensor, *, scale: float = 1.0,
+                          clip: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``student_topk`` (and ``full_vocab`` with K = V): per-candidate advantage ``sg[w * Delta]``.
+
+    ``w_BTK`` is the student's probability renormalised over the candidates (official
+    ``softmax(student_topk_logp) * delta``). Returns ``(adv_BTK, w_BTK, delta_BTK)``; ``delta`` is
+    the shaped (scaled/clipped) reward.
+    """
+    w_BTK = topk_weights(student_logp_BTK)
+    delta_BTK = shape_delta((teacher_logp_BTK.float() - ref_logp_BTK.float()).detach(), scale, clip)
+    return (w_BTK * delta_BTK).detach(), w_BTK, delta_BTK
+
+
+def direct_opd_full_vocab(student_logits_BTV: torch.Tensor, teacher_logits_BTV: torch.Tensor,
+                          ref_logits_BTV: torch.Tensor, *, scale: float = 1.0,
+                          clip: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``full_vocab``: every token is a candidate, weights are the student's exact probabilities.
+
+    With K = V, ``sum_v sg[p(v) Delta(v)] grad log p(v) = grad sum_v p(v) Delta(v)``: the exact
+    gradient of the expected per-token reward (the top-K surrogate's extra "total top-K mass"
+    term vanishes because the mass is 1). Returns ``(adv_BTV, w_BTV, delta_BTV)``.
+    """
+    return direct_opd_candidates(student_logits_BTV.float().log_softmax(-1), teacher_logits_BTV.float().log_softmax(-1),
+                                 ref_logits_BTV.float().log_softmax(-1), scale=scale, clip=clip)
+
+
+def candidate_policy_loss(
+    logp_BTK: torch.Tensor,
+    old_logp_BTK: torch.Tensor,
+    adv_BTK: torch.Tensor,
+    mask_BT: torch.Tensor,
+    *,
+    clip_low: float | None = None,
+    clip_high: float | None = None,
+    aggregation: str = "token_mean",
+    num_tokens=None,
+    num_seqs=None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """:func:`policy_loss` over K candidates per position: the PPO surrogate of each candidate,
+    **summed over K**, then aggregated over valid positions (official 3-D branch of verl's vanilla
+    PPO loss). With K = 1 it is exactly :func:`policy_loss`; at ratio 1 the gradient is
+    ``-sum_k A_k grad logp_k / N``.
+    """
+    valid_BT1 = mask_BT.bool().unsqueeze(-1)
+    valid_BTK = valid_BT1.expand_as(logp_BTK)
+    ratio_BTK = torch.exp(torch.where(valid_BTK, logp_BTK - old_logp_BTK.detach(), torch.zeros_like(logp_BTK)))
+    adv_BTK = torch.where(valid_BTK, adv_BTK.detach(), torch.zeros_like(adv_BTK))
+    pg1_BTK = ratio_BTK * adv_BTK
+    if clip_low is None:
+        surrogate_BTK = pg1_BTK
+        clipped_BTK = torch.zeros_like(pg1_BTK, dtype=torch.bool)
+    else:
+        hi = clip_low if clip_high is None else clip_high
+        pg2_BTK = ratio_BTK.clamp(1.0 - clip_low, 1.0 + hi) * adv_BTK
+        surrogate_BTK = torch.minimum(pg1_BTK, pg2_BTK)
+        clipped_BTK = pg2_BTK < pg1_BTK
+    loss = aggregate(-surrogate_BTK.sum(-1), mask_BT, aggregation, num_tokens, num_seqs)
+    m = mask_BT.bool()
+    metrics = {
+        "clip_frac": masked_mean(clipped_BTK.float().mean(-1), m).detach(),
+        "ratio_mean": masked_mean(ratio_BTK.mean(-1), m).detach(),
+    }
+    return loss, metrics
+
+
+def vanilla_opd_advantage(student_logp_BT: torch.Tensor, teacher_logp_BT: torch.Tensor,
+                          scale: float = 1.0) -> torch.Tensor:
+    """Vanilla on-policy distillation: ``A_t = -scale * (log pi_student - log pi_teacher)`` at the
+    sampled token (per-token reverse-KL as a reward), detached."""
+    return (-scale * (student_logp_BT.float() - teacher_logp_BT.float())).detach()
+
+
+def weighted_reward_mean(adv_BTK: torch.Tensor, mask_BT: torch.Tensor, num_tokens=None) -> torch.Tensor:
+    """Token-mean of the per-position expected reward ``sum_k w_k Delta_k`` (the adaptive-KL signal)."""
+    return aggregate(adv_BTK.sum(-1).detach(), mask_BT, "token_mean", num_tokens)
+
+
+def adaptive_kl_coef(alpha: float, reward_mean: float, eps: float = 0.01, alpha_min: float = 0.5,
+                     alpha_max: float = 2.5) -> float:
+    """Official sign-based controller: ``alpha * (1 +- eps)`` when the weighted mean reward is
+    positive / negative (unchanged at exactly 0), then clipped to ``[alpha_min, alpha_max]``."""
+    if reward_mean > 0:
+        alpha = alpha * (1 + eps)
+    elif reward_mean < 0:
+        alpha = alpha * (1 - eps)
+    return float(min(alpha_max, max(alpha_min, alpha)))
+
+
+def jsd_from_logits(a_BTV: torch.Tensor, b_BTV: torch.Tensor) -> torch.Tensor:
+    """Jensen-Shannon divergence (nats) between two next-token distributions, per position ``[B,T]``."""
+    la_BTV, lb_BTV = a_BTV.float().log_softmax(-1), b_BTV.float().log_softmax(-1)
+    lm_BTV = torch.logaddexp(la_BTV, lb_BTV) - torch.log(torch.tensor(2.0))
+    kl_a = (la_BTV.exp() * (la_BTV - lm_BTV)).sum(-1)
+    kl_b = (lb_BTV.exp() * (lb_BTV - lm_BTV)).sum(-1)
+    return (0.5 * (kl_a + kl_b)).clamp(min=0.0)
+
+
+def topq_position_mask(score_BT: torch.Tensor, mask_BT: torch.Tensor, top_q: float) -> torch.Tensor:
+    """Keep, in each row, the ``ceil(top_q * n_valid)`` valid positions with the largest ``score``
+    (S^2D-OPD's top-q% divergence mask; ties broken by position). ``top_q >= 1``: the mask itself."""
+    valid_BT = mask_BT.bool()
+    if top_q >= 1.0:
+        return valid_BT
+    n_keep_B = torch.ceil(top_q * valid_BT.sum(-1).float()).long()
+    s_BT = torch.where(valid_BT, score_BT.float(), torch.full_like(score_BT, float("-inf"), dtype=torch.float32))
+    order_BT = torch.sort(s_BT, dim=-1, descending=True, stable=True).indices
+    rank_BT = torch.empty_like(order_BT).scatter_(-1, order_BT, torch.arange(s_BT.shape[-1]).expand_as(order_BT))
+    return valid_BT & (rank_BT < n_keep_B[:, None])
+
+
+def with_outcome_advantage(logp_BTK: torch.Tensor, adv_BTK: torch.Tensor, sampled_logp_BT: torch.Tensor,
+                           outcome_adv_B: torch.Tensor, weight: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mix a GRPO outcome advantage into the dense signal (official ``token_reward_direct_plus_grpo``):
+    the sampled token becomes one more candidate whose advantage is ``weight * A_outcome`` of its
+    sequence. Returns ``(logp_BT(K+1), adv_BT(K+1))``; at ratio 1 the gradient is that of
+    ``sum_k A_k logp_k + weight * A_outcome * logp_sampled``."""
+    out_BT1 = (weight * outcome_adv_B.float())[:, None, None].expand(*sampled_logp_BT.shape, 1)
+    return (torch.cat([logp_BTK, sampled_logp_BT.unsqueeze(-1)], -1),
+            torch.cat([adv_BTK, out_BT1.to(adv_BTK.dtype)], -1))
+
+
+def topk_overlap(a_logits_BTV: torch.Tensor, b_logits_BTV: torch.Tensor, k: int) -> torch.Tensor:
+    """Fraction of shared ids between the top-``k`` sets of two distributions, per position ``[B,T]``."""
+    k = min(k, a_logits_BTV.shape[-1])
+    ia = a_logits_BTV.topk(k, -1).indices
+    ib = b_logits_BTV.topk(k, -1).indices
+    return (ia.unsqueeze(-1) == ib.unsqueeze(-2)).any(-1).float().mean(-1)

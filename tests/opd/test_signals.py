@@ -1,0 +1,215 @@
+"""Direct-OPD signals (the OPD section of shiftkit.losses): hand-computed values, degenerate cases,
+and optimized == reference checks."""
+
+import math
+
+import pytest
+import torch
+
+from shiftkit import losses
+
+L = math.log
+
+
+def test_sampled_reward_by_hand_with_scale_and_clip():
+    t = torch.tensor([[L(0.5), L(0.2)]])
+    r = torch.tensor([[L(0.25), L(0.4)]])
+    adv = losses.direct_opd_sampled(t, r)
+    assert torch.allclose(adv, torch.tensor([[L(2.0), L(0.5)]]))
+    adv = losses.direct_opd_sampled(t, r, scale=2.0, clip=0.5)  # clip to +-0.5 then scale
+    assert torch.allclose(adv, torch.tensor([[1.0, -1.0]]))
+
+
+def test_student_topk_reward_by_hand():
+    # one position, K=2 of a 4-token vocabulary; student probs 0.6 / 0.2 -> renormalised 0.75 / 0.25
+    student = torch.log(torch.tensor([[[0.6, 0.2, 0.15, 0.05]]]))
+    ids, slp = losses.student_topk(student, 2)
+    assert ids.tolist() == [[[0, 1]]]
+    assert torch.allclose(slp, torch.log(torch.tensor([[[0.6, 0.2]]])), atol=1e-6)
+    t = torch.log(torch.tensor([[[0.5, 0.4]]]))
+    r = torch.log(torch.tensor([[[0.25, 0.1]]]))
+    adv, w, delta = losses.direct_opd_candidates(slp, t, r)
+    assert torch.allclose(w, torch.tensor([[[0.75, 0.25]]]))
+    assert torch.allclose(delta, torch.tensor([[[L(2), L(4)]]]))
+    assert torch.allclose(adv, torch.tensor([[[0.75 * L(2), 0.25 * L(4)]]]))
+    assert not adv.requires_grad
+
+
+def test_full_vocab_reward_by_hand():
+    s = torch.log(torch.tensor([[[0.5, 0.5]]]))
+    t = torch.log(torch.tensor([[[0.8, 0.2]]]))
+    r = torch.log(torch.tensor([[[0.4, 0.6]]]))
+    adv, w, delta = losses.direct_opd_full_vocab(s, t, r)
+    assert torch.allclose(adv, torch.tensor([[[0.5 * L(2), 0.5 * L(1 / 3)]]]))
+
+
+def test_gather_logprobs_at_arbitrary_ids():
+    logits = torch.tensor([[[1.0, 2.0, 3.0]]])
+    lp = losses.gather_logprobs(logits, torch.tensor([[[2, 0]]]))
+    z = math.log(math.e + math.e**2 + math.e**3)
+    assert torch.allclose(lp, torch.tensor([[[3 - z, 1 - z]]]))
+
+
+def test_candidate_loss_by_hand_sums_over_k_then_token_mean():
+    logp = torch.log(torch.tensor([[[0.6, 0.2], [0.5, 0.3]]])).requires_grad_()
+    adv = torch.tensor([[[1.0, 2.0], [3.0, -1.0]]])
+    mask = torch.tensor([[1, 1]])
+    loss, m = losses.candidate_policy_loss(logp, logp.detach(), adv, mask)
+    assert loss.item() == pytest.approx(-(1 + 2 + 3 - 1) / 2)  # ratio 1: -sum_k A / N
+    loss.backward()
+    assert torch.allclose(logp.grad, -adv / 2)  # REINFORCE over candidates
+    assert m["clip_frac"].item() == 0 and m["ratio_mean"].item() == pytest.approx(1.0)
+
+
+def test_candidate_loss_ppo_clip_by_hand():
+    old = torch.zeros(1, 1, 3)
+    logp = torch.log(torch.tensor([[[1.5, 0.5, 1.1]]]))
+    adv = torch.tensor([[[1.0, -1.0, 1.0]]])
+    loss, m = losses.candidate_policy_loss(logp, old, adv, torch.ones(1, 1), clip_low=0.2, clip_high=0.28)
+    assert loss.item() == pytest.approx(-(1.28 - 0.8 + 1.1), abs=1e-6)  # one position, summed over K
+    assert m["clip_frac"].item() == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize("agg", ["token_mean", "seq_mean"])
+@pytest.mark.parametrize("clip", [None, 0.2])
+def test_candidate_loss_k1_equals_policy_loss(agg, clip):
+    g = torch.Generator().manual_seed(0)
+    logp = torch.randn(3, 5, generator=g).requires_grad_()
+    old = logp.detach() + 0.1 * torch.randn(3, 5, generator=g)
+    adv = torch.randn(3, 5, generator=g)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]])
+    a, _ = losses.policy_loss(logp, old, adv, mask, clip_low=clip, aggregation=agg)
+    ga, = torch.autograd.grad(a, logp)
+    b, _ = losses.candidate_policy_loss(logp.unsqueeze(-1), old.unsqueeze(-1), adv.unsqueeze(-1), mask,
+                                        clip_low=clip, aggregation=agg)
+    gb, = torch.autograd.grad(b, logp)
+    assert torch.allclose(a, b) and torch.allclose(ga, gb)
+
+
+def test_candidate_loss_fully_masked_is_zero_with_valid_grad():
+    logp = torch.full((2, 3, 4), float("nan")).requires_grad_()
+    loss, _ = losses.candidate_policy_loss(logp, torch.zeros(2, 3, 4), torch.ones(2, 3, 4), torch.zeros(2, 3))
+    loss.backward()
+    assert loss.item() == 0 and torch.all(logp.grad == 0)
+
+
+def _topk_loss(logits, t_logits, r_logits, k):
+    ids, _ = losses.student_topk(logits.detach(), k)
+    slp = losses.gather_logprobs(logits, ids)
+    adv, _, _ = losses.direct_opd_candidates(slp, losses.gather_logprobs(t_logits, ids),
+                                             losses.gather_logprobs(r_logits, ids))
+    return losses.candidate_policy_loss(slp, slp.detach(), adv, torch.ones(logits.shape[:2]))[0]
+
+
+def test_full_vocab_is_the_limit_of_student_topk_and_the_exact_expected_reward_gradient():
+    g = torch.Generator().manual_seed(1)
+    B, T, V = 2, 3, 11
+    logits = torch.randn(B, T, V, generator=g).requires_grad_()
+    t, r = torch.randn(B, T, V, generator=g), torch.randn(B, T, V, generator=g)
+    adv, _, _ = losses.direct_opd_full_vocab(logits.detach(), t, r)
+    lp = logits.log_softmax(-1)
+    full = losses.candidate_policy_loss(lp, lp.detach(), adv, torch.ones(B, T))[0]
+    g_full, = torch.autograd.grad(full, logits)
+    lp = logits.log_softmax(-1)
+    # reference: the gradient of the exact expected reward sum_v p(v) Delta(v) (token mean)
+    delta = t.log_softmax(-1) - r.log_softmax(-1)
+    expected = -(lp.exp() * delta).sum(-1).mean()
+    g_ref, = torch.autograd.grad(expected, logits)
+    assert torch.allclose(g_full, g_ref, atol=1e-6)
+    # student_topk with K = V is full_vocab (same loss and gradient), and the error shrinks to 0 as K grows
+    errs = []
+    for k in (1, 4, 8, V):
+        gk, = torch.autograd.grad(_topk_loss(logits, t, r, k), logits)
+        errs.append((gk - g_full).norm().item())
+    assert errs[-1] < 1e-6
+    assert errs[0] > errs[2] > errs[-1]
+    assert _topk_loss(logits, t, r, V).item() == pytest.approx(full.item(), abs=1e-6)
+
+
+def test_identical_teacher_and_reference_give_zero_reward_and_only_kl_gradient():
+    g = torch.Generator().manual_seed(2)
+    logits = torch.randn(2, 3, 7, generator=g).requires_grad_()
+    t = torch.randn(2, 3, 7, generator=g)
+    for mode_adv in (losses.direct_opd_full_vocab(logits.detach(), t, t.clone())[0],
+                     losses.direct_opd_candidates(*[losses.gather_logprobs(x, losses.student_topk(logits.detach(), 4)[0])
+                                                    for x in (logits.detach(), t, t.clone())])[0]):
+        assert torch.all(mode_adv == 0)
+    ids, _ = losses.student_topk(logits.detach(), 4)
+    slp = losses.gather_logprobs(logits, ids)
+    adv = losses.direct_opd_candidates(slp, losses.gather_logprobs(t, ids), losses.gather_logprobs(t, ids))[0]
+    pg, _ = losses.candidate_policy_loss(slp, slp.detach(), adv, torch.ones(2, 3))
+    g_pg, = torch.autograd.grad(pg, logits, retain_graph=True)
+    assert torch.all(g_pg == 0)
+    # with the KL anchor at the starting policy the KL term is 0 too (and its gradient vanishes)
+    sampled = torch.tensor([[0, 1, 2], [3, 4, 5]])
+    lp_s = losses.gather_logprobs(logits, sampled.unsqueeze(-1)).squeeze(-1)
+    kl, kl_mean = losses.kl_penalty(lp_s, lp_s.detach(), torch.ones(2, 3), 2.5)
+    g_kl, = torch.autograd.grad(pg + kl, logits)
+    assert kl_mean.item() == 0 and torch.allclose(g_kl, torch.zeros_like(g_kl), atol=1e-7)
+
+
+def test_k3_kl_anchor_by_hand():
+    logp = torch.tensor([[L(0.5)]])
+    ref = torch.tensor([[L(0.25)]])
+    # r = ref - logp = log(0.5); k3 = e^r - r - 1 = 0.5 + log 2 - 1
+    loss, mean = losses.kl_penalty(logp, ref, torch.ones(1, 1), 2.0)
+    assert mean.item() == pytest.approx(0.5 + L(2) - 1)
+    assert loss.item() == pytest.approx(2 * (0.5 + L(2) - 1))
+
+
+def test_adaptive_kl_coef_by_hand():
+    assert losses.adaptive_kl_coef(2.0, 0.3, 0.01) == pytest.approx(2.02)
+    assert losses.adaptive_kl_coef(2.0, -1e-9, 0.01) == pytest.approx(1.98)
+    assert losses.adaptive_kl_coef(2.0, 0.0, 0.01) == 2.0
+    assert losses.adaptive_kl_coef(2.5, 0.3, 0.01) == 2.5  # clipped at alpha_max
+    assert losses.adaptive_kl_coef(0.501, -0.3, 0.01) == 0.5  # clipped at alpha_min
+    a = 2.5
+    for _ in range(3):
+        a = losses.adaptive_kl_coef(a, -0.013)
+    assert a == pytest.approx(2.5 * 0.99**3)
+
+
+def test_weighted_reward_mean_by_hand():
+    adv = torch.tensor([[[0.1, 0.2], [0.3, 0.4], [9.0, 9.0]]])
+    assert losses.weighted_reward_mean(adv, torch.tensor([[1, 1, 0]])).item() == pytest.approx(0.5)
+
+
+def test_vanilla_opd_advantage_by_hand():
+    adv = losses.vanilla_opd_advantage(torch.tensor([[L(0.5), L(0.1)]]), torch.tensor([[L(0.25), L(0.4)]]))
+    assert torch.allclose(adv, torch.tensor([[-L(2), L(4)]]))
+
+
+def test_topq_mask_by_hand():
+    score = torch.tensor([[0.1, 0.9, 0.5, 0.7, 5.0], [3.0, 1.0, 2.0, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 0, 0]])
+    m = losses.topq_position_mask(score, mask, 0.5)  # ceil(0.5*4)=2, ceil(0.5*3)=2
+    assert m.tolist() == [[False, True, False, True, False], [True, False, True, False, False]]
+    assert torch.equal(losses.topq_position_mask(score, mask, 1.0), mask.bool())
+    assert losses.topq_position_mask(score, torch.zeros_like(mask), 0.1).sum() == 0
+
+
+def test_jsd_by_hand_and_symmetric():
+    a = torch.log(torch.tensor([[[1.0, 1e-30]]]))
+    b = torch.log(torch.tensor([[[1e-30, 1.0]]]))
+    assert losses.jsd_from_logits(a, b).item() == pytest.approx(L(2), abs=1e-5)
+    x, y = torch.randn(2, 3, 5), torch.randn(2, 3, 5)
+    assert torch.allclose(losses.jsd_from_logits(x, y), losses.jsd_from_logits(y, x), atol=1e-6)
+    assert torch.allclose(losses.jsd_from_logits(x, x), torch.zeros(2, 3), atol=1e-6)
+
+
+def test_outcome_mix_by_hand():
+    logp = torch.zeros(2, 1, 2, requires_grad=True)
+    adv = torch.tensor([[[0.1, 0.2]], [[0.3, 0.4]]])
+    sampled = torch.zeros(2, 1, requires_grad=True)
+    lp2, adv2 = losses.with_outcome_advantage(logp, adv, sampled, torch.tensor([1.0, -1.0]), 0.5)
+    assert torch.allclose(adv2, torch.tensor([[[0.1, 0.2, 0.5]], [[0.3, 0.4, -0.5]]]))
+    loss, _ = losses.candidate_policy_loss(lp2, lp2.detach(), adv2, torch.ones(2, 1))
+    loss.backward()
+    assert torch.allclose(sampled.grad, torch.tensor([[-0.25], [0.25]]))
+
+
+def test_topk_overlap_by_hand():
+    a = torch.tensor([[[3.0, 2.0, 1.0, 0.0]]])
+    b = torch.tensor([[[0.0, 2.0, 3.0, 1.0]]])
+    assert losses.topk_overlap(a, b, 2).item() == pytest.approx(0.5)
+    assert losses.topk_overlap(a, a, 2).item() == 1.0
