@@ -305,6 +305,9 @@ class _Trials:
 
     def run_trial(self, inputs, ref_first: bool, where: str):
         h, blob = self.w.request({"cmd": "trial", "ref_first": ref_first}, wire.dumps_tensors(inputs))
+        if not h.get("ok") and h.get("violations"):
+            self.check_header(h, where)  # the forward raised because a torch op was blocked
+            return None
         if not h.get("ok"):
             raise WorkerFailure(h.get("kind", "runtime_error"), h.get("error", "forward failed"), h.get("trace", ""))
         self.check_header(h, where)
@@ -319,16 +322,18 @@ class _Trials:
         return got["out"]
 
     def judge(self, expected, out, where: str, code_override: str | None = None) -> bool:
+        """Compare one output with the reference; record the finding (``code_override`` renames any failure)."""
+        if self.c.check_degenerate:
+            atol, rtol = C.tolerance_for(_first_dtype(expected), self.c.tolerance, self.c.atol, self.c.rtol)
+            kind = C.degeneracy(out, atol, rtol)
+            if kind and not C.degeneracy(expected, atol, rtol):
+                self.add(Finding("degenerate_output", f"output is {kind.replace('_', '-')} while the reference is not", "error", where))
+                return False
         code, msg, diff = C.compare(expected, out, self.c.tolerance, self.c.atol, self.c.rtol)
         if code is None:
             self.max_diff = max(self.max_diff, diff)
-            if self.c.check_degenerate:
-                atol, rtol = C.tolerance_for(_first_dtype(expected), self.c.tolerance, self.c.atol, self.c.rtol)
-                if C.degeneracy(out, atol, rtol) and not C.degeneracy(expected, atol, rtol):
-                    self.add(Finding("degenerate_output", "output is degenerate while the reference is not", "error", where))
-                    return False
             return True
-        self.add(Finding(code_override if (code_override and code == "output_mismatch") else code, msg, "error", where))
+        self.add(Finding(code_override or code, msg, "error", where))
         return False
 
 
@@ -377,7 +382,7 @@ def time_calls(w: Worker, problem: Problem, config: EvalConfig, seed_base: int, 
     mk = (lambda i: C.mix_seed(seed_base + i, secret)) if secret is not None else (lambda i: seed_base + i)
     h, _ = w.request({"cmd": "warmup", "n": config.warmup}, wire.dumps_tensors(problem.inputs(mk(0))))
     if not h.get("ok"):
-        raise WorkerFailure(h.get("kind", "runtime_error"), h.get("error", "warm-up failed"))
+        raise WorkerFailure(h.get("kind", "runtime_error"), h.get("error", "warm-up failed"), violations=h.get("violations"))
     times = []
     for i in range(config.timed_calls):
         h, _ = w.request({"cmd": "prep"}, wire.dumps_tensors(problem.inputs(mk(i))))
@@ -513,6 +518,9 @@ def _evaluate(p: Problem, s: Solution, config: EvalConfig, res: Result) -> None:
             res.findings += t.findings
             res.correct = not errors(res.findings)
     except WorkerFailure as e:
+        if e.violations:
+            ops = ", ".join(f"{k} x{n}" for k, n in sorted(e.violations.items()))
+            res.findings.append(Finding("blocked_torch_op", f"torch ops ran inside ModelNew.forward: {ops}", "error", res.stage))
         res.findings.append(Finding(e.code if e.code in ("worker_crash", "timeout", "out_of_memory", "output_limit", "runtime_error", "load_error", "state_dict_mismatch") else "runtime_error",
                                     e.message[:1000], "error", res.stage))
         res.correct = False

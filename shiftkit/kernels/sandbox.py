@@ -49,11 +49,12 @@ def _main_hidden():
 
 
 class WorkerFailure(Exception):
-    def __init__(self, code: str, message: str, log_tail: str = ""):
+    def __init__(self, code: str, message: str, log_tail: str = "", violations: dict | None = None):
         super().__init__(message)
         self.code = code
         self.message = message
         self.log_tail = log_tail
+        self.violations = violations or {}
 
 
 _SIG_CODES = {signal.SIGXFSZ: "output_limit", signal.SIGXCPU: "timeout", signal.SIGKILL: "worker_crash"}
@@ -145,7 +146,8 @@ class Worker:
             raise self._fail() from None
         if msg != b"D":  # the forward raised: the worker sent a structured error instead
             header, _ = wire.unpack(msg)
-            raise WorkerFailure(header.get("kind", "runtime_error"), header.get("error", "forward failed"))
+            raise WorkerFailure(header.get("kind", "runtime_error"), header.get("error", "forward failed"),
+                                violations=header.get("violations"))
         return t1 - t0
 
     def threads(self) -> int:
