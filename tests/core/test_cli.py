@@ -1,0 +1,75 @@
+"""The command line: help, JSON summaries, and one-line errors (exit 2) on bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from shiftkit.cli import main
+from shiftkit.models import TinyModelSpec, make_char_tokenizer, make_tiny_model, save_model
+
+
+def run_cli(*args, timeout=300):
+    p = subprocess.run([sys.executable, "-m", "shiftkit", *args], capture_output=True, text=True, timeout=timeout,
+                       env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"})
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_help_lists_subcommands():
+    rc, out, _ = run_cli("--help")
+    assert rc == 0
+    for cmd in ("world", "sft", "rl", "eval", "demo", "experiment"):
+        assert cmd in out
+
+
+def _one_line_error(rc, err, pattern):
+    assert rc == 2
+    lines = [l for l in err.strip().splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert pattern in lines[0], lines[0]
+
+
+def test_unknown_config_key(pico_dir, capsys):
+    rc = main(["rl", "--model", str(pico_dir), "lerning_rate=1"])
+    _one_line_error(rc, capsys.readouterr().err, "unknown config key 'lerning_rate'")
+
+
+def test_missing_model_directory(tmp_path, capsys):
+    rc = main(["eval", "--model", str(tmp_path / "nope")])
+    _one_line_error(rc, capsys.readouterr().err, "not found")
+
+
+def test_tokenizer_vocab_mismatch(tmp_path, capsys):
+    tok = make_char_tokenizer()
+    m = make_tiny_model(TinyModelSpec(hidden_size=16, num_hidden_layers=1, intermediate_size=32, num_attention_heads=2,
+                                      num_key_value_heads=1, head_dim=8), vocab_size=60)
+    save_model(m, tok, tmp_path / "m")
+    rc = main(["eval", "--model", str(tmp_path / "m")])
+    _one_line_error(rc, capsys.readouterr().err, "tokenizer has 100 tokens but the model")
+
+
+def test_empty_dataset(tmp_path, capsys):
+    (tmp_path / "empty.jsonl").write_text("")
+    rc = main(["sft", "init=weak", f"data={tmp_path / 'empty.jsonl'}", f"out={tmp_path / 'run'}"])
+    _one_line_error(rc, capsys.readouterr().err, "is empty")
+    assert not (tmp_path / "run" / "DONE").exists()
+
+
+def test_empty_task_list(pico_dir, capsys, tmp_path):
+    rc = main(["rl", "--model", str(pico_dir), "tasks=[]", f"out={tmp_path / 'r'}"])
+    _one_line_error(rc, capsys.readouterr().err, "empty task list")
+
+
+def test_bad_config_file(tmp_path, capsys):
+    f = tmp_path / "c.yaml"
+    f.write_text("steps: [oops\n")
+    rc = main(["sft", "--config", str(f)])
+    _one_line_error(rc, capsys.readouterr().err, "cannot parse config file")
+
+
+def test_eval_json_summary(pico_dir):
+    rc, out, err = run_cli("eval", "--model", str(pico_dir), "tasks=add:1", "n=3", "samples=2", "--json")
+    assert rc == 0, err
+    res = json.loads(out)
+    assert res["n_problems"] == 3 and 0 <= res["greedy_acc"] <= 1 and "pass@2" in res
