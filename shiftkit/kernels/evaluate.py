@@ -316,10 +316,9 @@ class _Trials:
         except Exception as e:  # noqa: BLE001 - a subclass or foreign object in the output
             self.add(Finding("output_type", f"output is not plain tensors/containers (tensor subclass?): {str(e).splitlines()[0][:200]}", "error", where))
             return None
-        code, msg, _ = C.compare(inputs, got["inputs_after"], "strict", 0.0, 0.0, "inputs")
-        if code:
-            self.add(Finding("input_mutated", f"forward modified its inputs ({msg})", "error", where))
-        return got["out"]
+        if h.get("inputs_digest") != wire.digest(inputs):
+            self.add(Finding("input_mutated", "forward modified its inputs (digest of the inputs changed)", "error", where))
+        return got
 
     def judge(self, expected, out, where: str, code_override: str | None = None) -> bool:
         """Compare one output with the reference; record the finding (``code_override`` renames any failure)."""

@@ -1,7 +1,7 @@
 """Import KernelBench problem files into our problem set, optionally scaled for this CPU.
 
 ``--scale cpu`` rewrites the module-level size constants (ints >= 16, and tuples of them) by one common
-factor (powers of two, so equal sizes stay equal and broadcasting survives) until the reference forward
+factor (steps of 1/sqrt(2); one factor for all, so equal sizes stay equal and broadcasting survives) until the reference forward
 takes ``min_ms``..``max_ms`` on this CPU (1 thread, median of 3), never growing beyond the original.
 Input sizes are first checked on the meta device so a 9 GB original is never allocated. The original
 values are recorded as ``ORIGINAL_SIZES`` and the degenerate-task guard decides admission.
@@ -82,7 +82,7 @@ def _input_bytes(mod) -> int:
     return sum(x.numel() * x.element_size() for x in ins if isinstance(x, torch.Tensor))
 
 
-def _ref_ms(mod, reps: int = 3) -> float:
+def _ref_ms(mod, reps: int = 5) -> float:
     import torch
 
     torch.manual_seed(0)
@@ -90,6 +90,7 @@ def _ref_ms(mod, reps: int = 3) -> float:
     ins = mod.get_inputs()
     ts = []
     with torch.no_grad():
+        m(*ins)  # warm-up
         for _ in range(reps):
             t = time.perf_counter()
             m(*ins)
@@ -106,7 +107,7 @@ def scale_for_cpu(src: str, min_ms: float = 1.0, max_ms: float = 100.0, max_inpu
     orig = {k: v for k, (_, _, v) in consts.items()}
     if not orig:
         return None, orig, orig, None, "no size constants to scale"
-    target_ms = target_ms or (min_ms * max_ms) ** 0.5 / 3
+    target_ms = target_ms or 2.5 * min_ms  # low in the window: cheap to verify, still well above timer noise
     prev = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -122,12 +123,12 @@ def scale_for_cpu(src: str, min_ms: float = 1.0, max_ms: float = 100.0, max_inpu
             vals = {k: scale_value(v, factor) for k, v in orig.items()}
             mod = _load_src(rewrite(src, vals, "", ""), "probe")
             ms = _ref_ms(mod)
-            if ms > max_ms or ms > 3 * target_ms:
-                factor /= 2
+            if ms > max_ms or ms > 2 * target_ms:
+                factor /= 2 ** 0.5
                 continue
             best = (vals, ms)
             if ms < min_ms and factor < 1.0:
-                factor *= 2
+                factor *= 2 ** 0.5
                 vals2 = {k: scale_value(v, factor) for k, v in orig.items()}
                 ms2 = _ref_ms(_load_src(rewrite(src, vals2, "", ""), "probe"))
                 if ms2 <= max_ms:

@@ -32,3 +32,30 @@ def loads_tensors_untrusted(blob: bytes):
     import torch
 
     return torch.load(io.BytesIO(blob), weights_only=True)
+
+
+def digest(obj) -> str:
+    """sha256 over the bytes, shapes and dtypes of all tensors in a nested structure (for input-mutation checks)."""
+    import hashlib
+
+    import torch
+
+    h = hashlib.sha256()
+
+    def walk(x):
+        if isinstance(x, torch.Tensor):
+            t = x.detach().contiguous()
+            h.update(f"{tuple(t.shape)}{t.dtype}".encode())
+            if t.numel():
+                h.update(t.view(torch.uint8).numpy().data if t.dim() else t.reshape(1).view(torch.uint8).numpy().data)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+        elif isinstance(x, dict):
+            for k in sorted(x):
+                walk(x[k])
+        else:
+            h.update(repr(x).encode())
+
+    walk(obj)
+    return h.hexdigest()

@@ -9,6 +9,7 @@ Everything the worker reports is treated as untrusted data by the parent.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import resource
 import sys
@@ -126,7 +127,9 @@ def _err(e: BaseException) -> dict:
     msg = f"{type(e).__name__}: {e}"
     oom = isinstance(e, MemoryError) or "can't allocate memory" in str(e) or "bad_alloc" in str(e) \
         or "Cannot allocate memory" in str(e)
-    return {"error": msg[:2000], "kind": "out_of_memory" if oom else "runtime_error",
+    flood = isinstance(e, OSError) and e.errno == errno.EFBIG  # RLIMIT_FSIZE (Python ignores SIGXFSZ)
+    kind = "out_of_memory" if oom else "output_limit" if flood else "runtime_error"
+    return {"error": msg[:2000], "kind": kind,
             "trace": traceback.format_exc()[-3000:]}
 
 
@@ -223,8 +226,8 @@ class Server:
                             r = self.ref(*_clone(inputs))
                         _poison(r)
                         del r
-                    self.send({"ok": True, "violations": self.violations, "reused": self.reused},
-                              wire.dumps_tensors({"out": out, "inputs_after": mine}))
+                    self.send({"ok": True, "violations": self.violations, "reused": self.reused,
+                               "inputs_digest": wire.digest(mine)}, wire.dumps_tensors(out))
                 elif cmd == "prep":
                     self.pending = wire.loads_tensors_untrusted(blob)
                     if self.flush_buf.numel() > 1:
@@ -283,3 +286,18 @@ def worker_main(conn, setup: dict) -> None:
     server.loop()
     sys.stdout.flush()
     os._exit(0)
+
+
+def _warm_up() -> None:
+    """Run once in the forkserver, so every forked worker inherits warm state: the first
+    TorchDispatchMode entry alone costs ~2 s (lazy imports), weights_only loading some ms."""
+    from shiftkit.kernels import blocking, problem, runtime, solution  # noqa: F401
+
+    with blocking.make_blocker():
+        torch.empty(1)
+    x = [torch.zeros(2)]
+    wire.loads_tensors_untrusted(wire.dumps_tensors(x))
+    wire.digest(x)
+
+
+_warm_up()

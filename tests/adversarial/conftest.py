@@ -13,7 +13,7 @@ TORCH_BINDING = [
 ]
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def torch_binding_build():
     from shiftkit.kernels.prebuild import prebuild_in_background
 

@@ -11,6 +11,7 @@ import pytest
 from shiftkit.kernels import EvalConfig, evaluate, load_problem, load_solution
 from shiftkit.kernels.fixtures import PROBLEMS
 
+pytestmark = pytest.mark.usefixtures("torch_binding_build")
 HERE = Path(__file__).parent / "solutions"
 SSC = "scale_shift_clamp"
 

@@ -1,0 +1,112 @@
+"""The fixture set: every correct solution passes the full protocol (no false positives), every wrong
+one fails with the right finding, the degenerate task is refused, and profiling + rewards work end to end."""
+
+import os
+
+import pytest
+
+from shiftkit.kernels import EvalConfig, Result, evaluate, load_problem, load_solution
+from shiftkit.kernels.fixtures import PROBLEMS, SOLUTIONS
+
+pytestmark = pytest.mark.usefixtures("torch_binding_build")
+
+CORRECT = [
+    ("fused_bias_relu_residual", "correct.py"),
+    ("scale_shift_clamp", "correct.py"),
+    ("row_softmax", "correct.py"),
+    ("layernorm_gelu", "workspace"),
+    ("rowsum_scale", "correct.py"),
+    ("kb_l1_19_ReLU", "correct.py"),
+    ("kb_l1_47_Sum_reduction_over_a_dimension", "correct.py"),
+    ("kb_l1_94_MSELoss", "correct.py"),
+    ("kb_l1_100_HingeLoss", "correct.py"),
+    ("kb_l1_1_Square_matrix_multiplication", "correct.py"),
+]
+WRONG = [
+    ("kb_l1_19_ReLU", "wrong_off_by_one.py", "output_mismatch", 1),
+    ("kb_l1_47_Sum_reduction_over_a_dimension", "wrong_axis.py", "output_mismatch", 1),
+    ("row_softmax", "wrong_race.py", ("output_mismatch", "nondeterministic"), 2),
+]
+
+
+def _ev(problem, sol, **over):
+    return evaluate(load_problem(PROBLEMS / f"{problem}.py"), load_solution(SOLUTIONS / problem / sol),
+                    EvalConfig(profile=False, **over))
+
+
+def test_fixture_set_size():
+    assert len({p for p, _ in CORRECT}) >= 10
+    assert sum(1 for p, _ in CORRECT if p.startswith("kb_")) >= 5
+
+
+@pytest.mark.parametrize("problem,sol", CORRECT, ids=[p for p, _ in CORRECT])
+def test_correct_fixture_passes(problem, sol):
+    r = _ev(problem, sol)
+    assert r.compiled and r.correct, (r.codes(None), r.reason)
+    assert r.reward == 1.0 and r.codes() == [] and "not profiled" in r.reason
+    assert r.max_abs_diff is not None and r.max_abs_diff < 1e-2
+
+
+@pytest.mark.parametrize("problem,sol,code,threads", WRONG, ids=[s for _, s, _, _ in WRONG])
+def test_wrong_fixture_fails(problem, sol, code, threads):
+    r = _ev(problem, sol, threads=threads)
+    codes = code if isinstance(code, tuple) else (code,)
+    assert r.compiled and not r.correct and r.reward == -1.0
+    assert set(codes) & set(r.codes()), (r.codes(None), r.reason)
+
+
+def test_race_is_invisible_with_one_thread():
+    """The race needs two threads to overlap: with one thread the same kernel is correct."""
+    assert _ev("row_softmax", "wrong_race.py", threads=1).correct
+
+
+def test_torch_binding_load_inline_fixture(torch_binding_build):
+    torch_binding_build.result(timeout=900)
+    r = _ev("kb_l1_19_ReLU", "correct_load_inline.py")
+    assert r.correct, (r.codes(None), r.reason)
+    assert {f.code for f in r.findings} == {"torch_op_in_kernel"}  # the unused at::relu: a warning only
+
+
+def test_degenerate_problem_is_not_admitted():
+    from shiftkit.kernels.evaluate import admit_problem
+
+    f = admit_problem(load_problem(PROBLEMS / "degenerate_max_minus_mean.py"), EvalConfig())
+    assert [x.code for x in f] == ["degenerate_problem"] and "all-zero" in f[0].message
+    for p, _ in CORRECT:
+        assert admit_problem(load_problem(PROBLEMS / f"{p}.py"), EvalConfig()) == [], p
+
+
+def test_profile_and_reward_end_to_end():
+    """Full profile (eager baseline; compile baseline in the slow test), result API and to_dict."""
+    r = evaluate(PROBLEMS / "scale_shift_clamp.py", SOLUTIONS / "scale_shift_clamp" / "correct.py",
+                 EvalConfig(baseline_compile=False, timed_calls=30))
+    assert isinstance(r, Result) and r.correct and r.compiled
+    c, e = r.timings["candidate"], r.timings["eager"]
+    assert c["n"] == 30 and e["n"] == 30 and len(c["times_ms"]) == 30
+    assert c["median_ms"] > 0 and c["iqr_ms"] >= 0
+    assert r.speedup_eager == pytest.approx(e["median_ms"] / c["median_ms"])
+    assert r.speedup_compile is None
+    assert r.reward in (1.0, 2.0) and "eager" in r.reason
+    d = r.to_dict()
+    for k in ("compiled", "correct", "findings", "timings", "speedup_eager", "speedup_compile", "reward", "reason",
+              "compile_errors"):
+        assert k in d
+    from shiftkit.kernels.evaluate import baseline_timing
+
+    again = baseline_timing(load_problem(PROBLEMS / "scale_shift_clamp.py"), EvalConfig(timed_calls=30), "eager")
+    assert again["cached"] and again["median_ms"] == e["median_ms"]  # cached per (machine, torch, problem)
+
+
+def test_log_speedup_reward_config():
+    r = _ev("rowsum_scale", "correct.py", reward="log_speedup")
+    assert r.correct and r.reward == 0.0 and "not profiled" in r.reason  # no timing -> log(1) = 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("SHIFTKIT_KERNELS_FULL"), reason="torch.compile baseline costs ~10-35 s cold; "
+                    "set SHIFTKIT_KERNELS_FULL=1 (benchmarks/bench_kernel_eval.py covers it too)")
+def test_full_profile_with_compile_baseline():
+    r = evaluate(PROBLEMS / "fused_bias_relu_residual.py", SOLUTIONS / "fused_bias_relu_residual" / "correct.py",
+                 EvalConfig())
+    assert r.correct and r.speedup_compile is not None and "compile" in r.timings
+    assert r.reward in (1.0, 2.0, 3.0)
