@@ -1,0 +1,453 @@
+"""Agentic RL on multi-turn tool use: behaviour cloning / rejection fine-tuning with assistant-only
+losses, value pretraining, and GRPO or PPO (value head, GAE gamma=1 lambda=0.95, asymmetric clip
+0.2/0.28) with token masks that train only model-generated tokens.
+
+Data layout (one row per episode): ``ids = [prompt | turn 1 <eos> | tool output | turn 2 <eos> ...]``;
+``gen`` marks the tokens the model generated (assistant turns incl. their EOS). The prompt is
+left-padded and the rest right-padded (the foundation's layout), so :func:`shiftkit.sampling.forward_logits`
+scores it; tool-output tokens are attended to but carry no loss, no advantage and no value target.
+
+The loop (:func:`run_agentic_rl`) on the toy calculator task (:mod:`shiftkit.agent.toytask`):
+
+1. warm start: behaviour cloning on noisy demonstrations (:func:`warm_start`, cached in ``<out>/../warm``);
+2. PPO only: value pretraining of the critic on rollouts of the frozen policy (:func:`value_pretrain`),
+   with the critic error measured on held-out rollouts before and after;
+3. per step: rollouts (``prompts_per_step`` x ``group_size``), trajectory rewards, advantages (GRPO:
+   group-relative, broadcast over generated tokens; PPO: GAE over generated tokens from the critic),
+   ``ppo_epochs`` updates of :func:`shiftkit.losses.policy_loss` (+ the clipped value loss).
+
+:func:`kernel_rl_step` runs the same update once on kernel-agent trajectories (chat format, mechanics).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import random
+import time
+from pathlib import Path
+
+import torch
+
+from shiftkit import losses as L
+from shiftkit.agent import losses as AL
+from shiftkit.agent import toytask as TT
+from shiftkit.errors import ShiftkitError
+from shiftkit.sampling import _positions, forward_logits, token_logprobs
+
+# ----------------------------------------------------------------------------- batching
+
+
+def collate(examples: list[tuple[list[int], list[int]]], pad_id: int) -> dict:
+    """``(ids, gen_mask)`` rows -> the prompt (up to the first generated token, left-padded) and the rest
+    (right-padded) with ``valid_BT`` (attention) and ``gen_BT`` (loss) masks."""
+    splits = []
+    for ids, gen in examples:
+        p = gen.index(1) if 1 in gen else len(ids) - 1
+        p = max(1, p)
+        splits.append((ids[:p], ids[p:], gen[p:]))
+    B, P, T = len(splits), max(len(s[0]) for s in splits), max(1, max(len(s[1]) for s in splits))
+    prompt_BP = torch.full((B, P), pad_id, dtype=torch.long)
+    pmask_BP = torch.zeros(B, P, dtype=torch.long)
+    rest_BT = torch.full((B, T), pad_id, dtype=torch.long)
+    valid_BT = torch.zeros(B, T, dtype=torch.long)
+    gen_BT = torch.zeros(B, T, dtype=torch.long)
+    for b, (pr, rest, g) in enumerate(splits):
+        prompt_BP[b, P - len(pr):] = torch.tensor(pr)
+        pmask_BP[b, P - len(pr):] = 1
+        rest_BT[b, :len(rest)] = torch.tensor(rest, dtype=torch.long)
+        valid_BT[b, :len(rest)] = 1
+        gen_BT[b, :len(rest)] = torch.tensor(g, dtype=torch.long)
+    return {"prompt_BP": prompt_BP, "pmask_BP": pmask_BP, "rest_BT": rest_BT, "valid_BT": valid_BT, "gen_BT": gen_BT}
+
+
+def policy_logp(model, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token log-probs ``[B, T]`` of the rest tokens (and the logits, for entropy)."""
+    logits_BTV = forward_logits(model, batch["prompt_BP"], batch["pmask_BP"], batch["rest_BT"], batch["valid_BT"])
+    return token_logprobs(logits_BTV, batch["rest_BT"]), logits_BTV
+
+
+class ValueModel(torch.nn.Module):
+    """Critic: a causal-LM backbone (initialised from the policy) and a scalar head. ``V_t`` is read at
+    the position that predicts token ``t`` (the state before generating it), aligned with the policy."""
+
+    def __init__(self, causal_lm):
+        super().__init__()
+        self.backbone = copy.deepcopy(causal_lm.model)
+        self.head = torch.nn.Linear(causal_lm.config.hidden_size, 1)
+        torch.nn.init.zeros_(self.head.weight)
+        torch.nn.init.zeros_(self.head.bias)
+
+    def forward(self, batch: dict) -> torch.Tensor:
+        P = batch["prompt_BP"].shape[1]
+        ids = torch.cat([batch["prompt_BP"], batch["rest_BT"]], 1)
+        mask = torch.cat([batch["pmask_BP"], batch["valid_BT"]], 1)
+        h = self.backbone(input_ids=ids, attention_mask=mask, position_ids=_positions(mask)).last_hidden_state
+        return self.head(h[:, P - 1:-1]).squeeze(-1)
+
+
+def masked_sft_step(model, opt, examples, pad_id: int, grad_clip: float = 1.0) -> float:
+    """One step of NLL on generated tokens only (:func:`shiftkit.losses.sft_loss` with the gen mask)."""
+    batch = collate(examples, pad_id)
+    logits_BTV = forward_logits(model, batch["prompt_BP"], batch["pmask_BP"], batch["rest_BT"], batch["valid_BT"])
+    loss = L.sft_loss(logits_BTV, batch["rest_BT"], batch["gen_BT"])
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    opt.step()
+    return float(loss.detach())
+
+
+# ----------------------------------------------------------------------------- toy rollouts
+
+
+@torch.no_grad()
+def generate(model, contexts: list[list[int]], max_new: int, eos: int, pad: int, temperature: float,
+             gens: list[torch.Generator] | None) -> list[list[int]]:
+    """Continue each token context until EOS (included) or ``max_new`` tokens; greedy when ``gens`` is None."""
+    from transformers import DynamicCache
+
+    B, P = len(contexts), max(len(c) for c in contexts)
+    ids = torch.full((B, P), pad, dtype=torch.long)
+    mask = torch.zeros(B, P, dtype=torch.long)
+    for b, c in enumerate(contexts):
+        ids[b, P - len(c):] = torch.tensor(c)
+        mask[b, P - len(c):] = 1
+    cache = DynamicCache(config=model.config)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask), cache=cache, use_cache=True)
+    pos = _positions(mask)[:, -1]
+    res: list[list[int]] = [[] for _ in range(B)]
+    done = torch.zeros(B, dtype=torch.bool)
+    for _ in range(max_new):
+        logits = out.logits[:, -1].float()
+        if gens is None:
+            tok = logits.argmax(-1)
+        else:
+            probs = (logits / temperature).softmax(-1)
+            tok = torch.stack([torch.multinomial(probs[b], 1, generator=gens[b])[0] for b in range(B)])
+        for b in range(B):
+            if not done[b]:
+                res[b].append(int(tok[b]))
+        done = done | (tok == eos)
+        if bool(done.all()):
+            break
+        mask = torch.cat([mask, torch.ones(B, 1, dtype=torch.long)], 1)
+        pos = pos + 1
+        out = model(input_ids=tok[:, None], attention_mask=mask, position_ids=pos[:, None], cache=out.cache,
+                    use_cache=True)
+    return res
+
+
+def toy_rollouts(model, tok, problems: list[TT.ToyProblem], max_turns: int, max_new: int, temperature: float,
+                 seeds: list[int] | None) -> tuple[list[TT.ToyEpisode], list[tuple[list[int], list[int]]]]:
+    """Multi-turn episodes, batched across episodes turn by turn; returns episodes and ``(ids, gen)`` rows."""
+    eos, pad = tok.eos_token_id, tok.pad_token_id
+    enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]  # noqa: E731
+    eps = [TT.ToyEpisode(p) for p in problems]
+    rows = [(enc(p.prompt), [0] * len(enc(p.prompt))) for p in problems]
+    gens = [torch.Generator().manual_seed(s) for s in seeds] if seeds is not None else None
+    active = list(range(len(eps)))
+    for _turn in range(max_turns):
+        if not active:
+            break
+        outs = generate(model, [rows[i][0] for i in active], max_new, eos, pad, temperature,
+                        [gens[i] for i in active] if gens else None)
+        nxt = []
+        for i, new in zip(active, outs):
+            ids, gen = rows[i]
+            ids += new
+            gen += [1] * len(new)
+            text = tok.decode([t for t in new if t != eos], skip_special_tokens=True)
+            obs = TT.step(eps[i], text)
+            if obs is not None:
+                o = enc(obs)
+                ids += o
+                gen += [0] * len(o)
+                nxt.append(i)
+        active = nxt
+    return eps, rows
+
+
+def demo_rows(tok, rng: random.Random, n: int, p_correct: float) -> list[tuple[list[int], list[int]]]:
+    enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]  # noqa: E731
+    rows = []
+    for _ in range(n):
+        p = TT.draw_problem(rng)
+        ids, gen = enc(p.prompt), [0] * len(enc(p.prompt))
+        ep = TT.ToyEpisode(p)
+        for turn in TT.demo_trajectory(rng, p, p_correct):
+            t = enc(turn) + [tok.eos_token_id]
+            ids += t
+            gen += [1] * len(t)
+            obs = TT.step(ep, turn)
+            if obs is not None:
+                ids += enc(obs)
+                gen += [0] * len(enc(obs))
+        rows.append((ids, gen))
+    return rows
+
+
+# ----------------------------------------------------------------------------- config + loop
+
+
+@dataclasses.dataclass
+class AgenticRLConfig:
+    out: str = "runs/agent/toy_rl"
+    algo: str = "ppo"  # ppo (critic + GAE) | grpo (group-relative, no critic)
+    seed: int = 0
+    steps: int = 40
+    prompts_per_step: int = 8
+    group_size: int = 8
+    max_turns: int = 3
+    max_new_tokens: int = 14
+    temperature: float = 1.0
+    lr: float = 1e-3
+    critic_lr: float = 2e-3
+    ppo_epochs: int = 2
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    gamma: float = 1.0
+    lam: float = 0.95
+    value_clip: float = 0.2
+    whiten_advantages: bool = True
+    value_pretrain_steps: int = 30
+    value_pretrain_batches: int = 4  # distinct rollout batches the critic is pretrained on (cycled)
+    grad_clip: float = 1.0
+    eval_every: int = 10
+    eval_n: int = 64  # held-out problems, greedy
+    warm_dir: str = ""  # "" = <out>/../warm (shared by seeds)
+    warm_steps: int = 400
+    warm_batch: int = 32
+    warm_lr: float = 3e-3
+    warm_p_correct: float = 0.4
+    threads: int = 1
+
+    def validate(self) -> None:
+        if self.algo not in ("ppo", "grpo"):
+            raise ShiftkitError(f"agentic rl: algo must be ppo or grpo, got {self.algo!r}")
+        if self.group_size < 2 and self.algo == "grpo":
+            raise ShiftkitError("agentic rl: grpo needs group_size >= 2")
+
+
+def warm_start(cfg: AgenticRLConfig, progress: bool = False) -> Path:
+    """Behaviour cloning of a tiny Qwen3 (0.23M) on noisy demonstrations (assistant tokens only). Cached."""
+    from shiftkit.models import WEAK_SPEC, load_model_and_tokenizer, make_char_tokenizer, make_tiny_model, save_model
+
+    path = Path(cfg.warm_dir or Path(cfg.out).parent / "warm")
+    if (path / "config.json").is_file():
+        return path
+    tok = make_char_tokenizer()
+    torch.manual_seed(1234)
+    model = make_tiny_model(WEAK_SPEC, seed=1234)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.warm_lr, weight_decay=0.0)
+    rng = random.Random("warm")
+    losses = []
+    for s in range(cfg.warm_steps):
+        for g in opt.param_groups:
+            g["lr"] = cfg.warm_lr * min(1.0, (s + 1) / 20) * (0.1 + 0.9 * (1 - s / cfg.warm_steps))
+        losses.append(masked_sft_step(model, opt, demo_rows(tok, rng, cfg.warm_batch, cfg.warm_p_correct), tok.pad_token_id))
+        if progress and s % 50 == 0:
+            print(f"warm {s} loss {losses[-1]:.3f}", flush=True)
+    save_model(model, tok, path, extra_files={"warm_start.json": json.dumps({"steps": cfg.warm_steps, "final_loss": losses[-1]})})
+    del load_model_and_tokenizer
+    return path
+
+
+def draw(seed: int, step: int, n: int, split: str = "train") -> list[TT.ToyProblem]:
+    rng = random.Random(f"toy:{split}:{seed}:{step}")
+    return [TT.draw_problem(rng) for _ in range(n)]
+
+
+def evaluate_toy(model, tok, problems, max_turns: int, max_new: int, temperature: float = 1.0, seed: int = 0) -> dict:
+    """Held-out success with sampling at the training temperature and fixed seeds (greedy decoding hides
+    the policy's mixture: it always picks the plurality behaviour)."""
+    seeds = [seed * 7919 + 500_000 + i for i in range(len(problems))]
+    eps, _ = toy_rollouts(model, tok, problems, max_turns, max_new, temperature, seeds)
+    n = len(eps)
+    return {"success": sum(e.reward for e in eps) / n, "correct_call_rate": sum(e.called_correctly for e in eps) / n,
+            "malformed_call_rate": sum(e.malformed_calls > 0 for e in eps) / n}
+
+
+def _returns_mc(rewards_B: torch.Tensor, gen_BT: torch.Tensor) -> torch.Tensor:
+    return torch.where(gen_BT.bool(), rewards_B[:, None].float().expand_as(gen_BT), torch.zeros(gen_BT.shape))
+
+
+def critic_error(critic, batch: dict, rewards_B: torch.Tensor) -> dict:
+    """MSE of V_t against the realised (Monte Carlo, gamma=1) return at every generated token, and the EV."""
+    with torch.no_grad():
+        v = critic(batch)
+    ret = _returns_mc(rewards_B, batch["gen_BT"])
+    return {"mse": float(L.masked_mean((v - ret).pow(2), batch["gen_BT"].bool())),
+            "explained_variance": AL.explained_variance(v, ret, batch["gen_BT"])}
+
+
+def value_pretrain(policy, critic, tok, cfg: AgenticRLConfig, copt) -> dict:
+    """Fit the critic to GAE targets on rollouts of the frozen policy; report held-out error before/after."""
+    G = cfg.group_size
+    held_eps, held_rows = toy_rollouts(policy, tok, [p for p in draw(cfg.seed, 0, cfg.prompts_per_step, "vp_heldout") for _ in range(G)],
+                                       cfg.max_turns, cfg.max_new_tokens, cfg.temperature, list(range(900_000, 900_000 + cfg.prompts_per_step * G)))
+    held = collate(held_rows, tok.pad_token_id)
+    held_r = torch.tensor([e.reward for e in held_eps])
+    before = critic_error(critic, held, held_r)
+    data = []
+    for k in range(cfg.value_pretrain_batches):
+        probs = [p for p in draw(cfg.seed, k, cfg.prompts_per_step, "vp") for _ in range(G)]
+        eps, rows = toy_rollouts(policy, tok, probs, cfg.max_turns, cfg.max_new_tokens, cfg.temperature,
+                                 [800_000 + k * 1000 + i for i in range(len(probs))])
+        data.append((collate(rows, tok.pad_token_id), torch.tensor([e.reward for e in eps])))
+    curve = []
+    for s in range(cfg.value_pretrain_steps):
+        batch, r_B = data[s % len(data)]
+        with torch.no_grad():
+            old_v = critic(batch)
+        _, ret = AL.gae(AL.terminal_rewards(r_B, batch["gen_BT"]), old_v, batch["gen_BT"], cfg.gamma, cfg.lam)
+        v = critic(batch)
+        loss, _ = AL.value_loss(v, old_v, ret, batch["gen_BT"], clip=None)
+        copt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(critic.parameters(), cfg.grad_clip)
+        copt.step()
+        curve.append(float(loss.detach()))
+    after = critic_error(critic, held, held_r)
+    return {"before": before, "after": after, "steps": cfg.value_pretrain_steps, "loss_curve": curve,
+            "heldout_success": float(held_r.mean())}
+
+
+def run_agentic_rl(cfg: AgenticRLConfig, progress: bool = False) -> dict:
+    """The loop. Writes ``<out>/metrics.jsonl`` and ``<out>/summary.json``; returns the summary."""
+    from shiftkit.io import JsonlWriter, atomic_write_json
+    from shiftkit.models import load_model_and_tokenizer
+
+    cfg.validate()
+    torch.set_num_threads(cfg.threads)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    warm = warm_start(cfg, progress)
+    policy, tok = load_model_and_tokenizer(warm)
+    torch.manual_seed(cfg.seed)
+    policy.train()
+    opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.98))
+    critic = copt = None
+    summary: dict = {"algo": cfg.algo, "seed": cfg.seed, "config": dataclasses.asdict(cfg)}
+    if cfg.algo == "ppo":
+        critic = ValueModel(policy)
+        copt = torch.optim.AdamW(critic.parameters(), lr=cfg.critic_lr, weight_decay=0.0)
+        if cfg.value_pretrain_steps:
+            summary["value_pretrain"] = value_pretrain(policy, critic, tok, cfg, copt)
+    evals = draw(cfg.seed, 0, cfg.eval_n, "eval")
+    log = JsonlWriter(out / "metrics.jsonl", append=False)
+    ev0 = evaluate_toy(policy, tok, evals, cfg.max_turns, cfg.max_new_tokens)
+    log.write({"step": 0, **{f"eval/{k}": v for k, v in ev0.items()}})
+    summary["initial_eval"] = ev0
+    G = cfg.group_size
+    t_start = time.time()
+    rewards_hist = []
+    for step in range(cfg.steps):
+        t0 = time.time()
+        probs = [p for p in draw(cfg.seed, step, cfg.prompts_per_step) for _ in range(G)]
+        seeds = [cfg.seed * 1_000_003 + step * 10_007 + i for i in range(len(probs))]
+        eps, rows = toy_rollouts(policy, tok, probs, cfg.max_turns, cfg.max_new_tokens, cfg.temperature, seeds)
+        batch = collate(rows, tok.pad_token_id)
+        gen = batch["gen_BT"]
+        r_B = torch.tensor([e.reward for e in eps])
+        with torch.no_grad():
+            old_logp, _ = policy_logp(policy, batch)
+            old_v = critic(batch) if critic is not None else None
+        if cfg.algo == "grpo":
+            adv = L.group_advantages(r_B, G)[:, None].expand_as(gen).float() * gen
+            ret = None
+        else:
+            adv, ret = AL.gae(AL.terminal_rewards(r_B, gen), old_v, gen, cfg.gamma, cfg.lam)
+            if cfg.whiten_advantages:
+                adv = AL.whiten(adv, gen)
+        ev_critic = AL.explained_variance(old_v, _returns_mc(r_B, gen), gen) if old_v is not None else None
+        for _ in range(cfg.ppo_epochs):
+            logp, logits = policy_logp(policy, batch)
+            loss, pm = L.policy_loss(logp, old_logp, adv, gen, clip_low=cfg.clip_low, clip_high=cfg.clip_high)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            gnorm = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip))
+            opt.step()
+            if critic is not None:
+                vloss, vm = AL.value_loss(critic(batch), old_v, ret, gen, clip=cfg.value_clip)
+                copt.zero_grad(set_to_none=True)
+                vloss.backward()
+                torch.nn.utils.clip_grad_norm_(critic.parameters(), cfg.grad_clip)
+                copt.step()
+        with torch.no_grad():
+            ent = float(L.masked_mean(L.entropy_from_logits(logits.detach()), gen.bool()))
+        rewards_hist.append(float(r_B.mean()))
+        row = {"step": step + 1, "reward": float(r_B.mean()), "correct_call_rate": sum(e.called_correctly for e in eps) / len(eps),
+               "malformed_call_rate": sum(e.malformed_calls > 0 for e in eps) / len(eps),
+               "turns": sum(len(e.turns) for e in eps) / len(eps), "gen_tokens": float(gen.sum(-1).float().mean()),
+               "tool_tokens": float(((batch["valid_BT"] - gen).clamp(min=0)).sum(-1).float().mean()),
+               "loss": float(loss), "clip_frac": float(pm["clip_frac"]), "entropy": ent, "grad_norm": gnorm,
+               "step_time": time.time() - t0}
+        if critic is not None:
+            row.update({"value_loss": float(vloss), "value_mse": float(vm["value_mse"]), "critic_explained_variance": ev_critic})
+        if cfg.eval_every and ((step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps):
+            row.update({f"eval/{k}": v for k, v in evaluate_toy(policy, tok, evals, cfg.max_turns, cfg.max_new_tokens).items()})
+        log.write(row)
+        if progress:
+            print(f"[{cfg.algo} s{cfg.seed}] step {step + 1} reward {row['reward']:.3f} " +
+                  (f"eval {row.get('eval/success', float('nan')):.3f}" if "eval/success" in row else ""), flush=True)
+    log.close()
+    k = max(1, min(5, len(rewards_hist) // 4))
+    summary.update({"steps": cfg.steps, "train_seconds": round(time.time() - t_start, 1),
+                    "reward_first": sum(rewards_hist[:k]) / k, "reward_last": sum(rewards_hist[-k:]) / k,
+                    "final_eval": evaluate_toy(policy, tok, evals, cfg.max_turns, cfg.max_new_tokens)})
+    atomic_write_json(out / "summary.json", summary)
+    return summary
+
+
+# ----------------------------------------------------------------------------- kernel trajectories (mechanics)
+
+
+def kernel_rl_step(events_list: list[list[dict]], policy, tok, algo: str = "ppo", critic=None, lr: float = 1e-4,
+                   max_len: int = 4096, clip_low: float = 0.2, clip_high: float = 0.28, gamma: float = 1.0,
+                   lam: float = 0.95) -> dict:
+    """One policy (+ critic) update on kernel-agent trajectories, all treated as one group: chat rows
+    tokenized with assistant-only masks, trajectory rewards = the episodes' final rewards, GRPO group
+    advantages or PPO/GAE from the critic, then :func:`shiftkit.losses.policy_loss` and the value loss.
+    Mechanics only: with a scripted/tiny policy nothing is learned."""
+    from shiftkit.agent.rft import chat_examples
+    from shiftkit.agent.trajectory import end_of, messages_of
+
+    rows = [{"messages": messages_of(ev), "tools": ev[0]["tools"]} for ev in events_list]
+    ex = chat_examples(tok, rows, max_len)
+    batch = collate(ex, tok.pad_token_id)
+    gen = batch["gen_BT"]
+    r_B = torch.tensor([float(end_of(ev)["final_reward"]) for ev in events_list])
+    policy.train()
+    opt = torch.optim.AdamW(policy.parameters(), lr=lr)
+    with torch.no_grad():
+        old_logp, _ = policy_logp(policy, batch)
+    m: dict = {"rewards": r_B.tolist(), "gen_tokens": int(gen.sum()), "context_tokens": int((batch["valid_BT"] - gen).sum()),
+               "algo": algo}
+    if algo == "grpo":
+        adv = L.group_advantages(r_B, len(events_list))[:, None].expand_as(gen).float() * gen
+    else:
+        critic = critic or ValueModel(policy)
+        copt = torch.optim.AdamW(critic.parameters(), lr=lr)
+        with torch.no_grad():
+            old_v = critic(batch)
+        adv, ret = AL.gae(AL.terminal_rewards(r_B, gen), old_v, gen, gamma, lam)
+        adv = AL.whiten(adv, gen)
+    logp, _ = policy_logp(policy, batch)
+    loss, pm = L.policy_loss(logp, old_logp, adv, gen, clip_low=clip_low, clip_high=clip_high)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    m["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0))
+    opt.step()
+    m.update({"policy_loss": float(loss.detach()), "clip_frac": float(pm["clip_frac"])})
+    if algo == "ppo":
+        vloss, vm = AL.value_loss(critic(batch), old_v, ret, gen, clip=0.2)
+        copt.zero_grad(set_to_none=True)
+        vloss.backward()
+        copt.step()
+        m.update({"value_loss": float(vloss.detach()), "value_mse": float(vm["value_mse"])})
+    with torch.no_grad():
+        new_logp, _ = policy_logp(policy, batch)
+    m["approx_kl"] = float(L.masked_mean(old_logp - new_logp, gen.bool()))
+    return m
