@@ -247,6 +247,7 @@ def start_worker(problem: Problem, solution: Solution | None, builds: list[Build
         "max_output_bytes": config.max_output_bytes if mode == "candidate" else 0,
         "sandbox": True, "isolate_network": config.isolate_network and mode == "candidate",
         "block_ops": config.block_ops, "flush_bytes": _flush_bytes(config),
+        "device": get_backend(config.backend).device,
     }
     return Worker(setup, config.timeout_s if mode == "candidate" else max(config.timeout_s, 600.0))
 
@@ -259,6 +260,18 @@ def _load_in_worker(w: Worker, problem: Problem, config: EvalConfig) -> None:
 
 
 # ----------------------------------------------------------------------------- 5. correctness
+
+def _to(x, device):
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.to(device) if x.device.type != device else x.clone()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to(v, device) for v in x)
+    if isinstance(x, dict):
+        return {k: _to(v, device) for k, v in x.items()}
+    return x
+
 
 def _clone(x):
     import torch
@@ -275,7 +288,8 @@ class _Trials:
 
     def __init__(self, w: Worker, problem: Problem, config: EvalConfig, base_threads: int):
         self.w, self.p, self.c = w, problem, config
-        self.model = problem.make_model(config.seed)
+        self.device = get_backend(config.backend).device
+        self.model = problem.make_model(config.seed).to(self.device)
         self.base_threads = base_threads
         self.findings: list[Finding] = []
         self.max_diff = 0.0
@@ -289,7 +303,8 @@ class _Trials:
         import torch
 
         with torch.no_grad():
-            return self.model(*_clone(inputs))
+            out = self.model(*_to(inputs, self.device))
+        return _to(out, "cpu")
 
     def check_header(self, h: dict, where: str) -> None:
         v = h.get("violations") or {}

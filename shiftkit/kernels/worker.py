@@ -74,6 +74,16 @@ def _clone(x):
     return x
 
 
+def _to(x, device):
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to(v, device) for v in x)
+    if isinstance(x, dict):
+        return {k: _to(v, device) for k, v in x.items()}
+    return x
+
+
 def _poison(x) -> None:
     if isinstance(x, torch.Tensor):
         if x.is_floating_point():
@@ -144,7 +154,18 @@ class Server:
         self.prev_outputs: list = []
         self.reused = False
         self.pending = None
-        self.flush_buf = torch.empty(max(1, setup.get("flush_bytes", 0) // 4), dtype=torch.float32)
+        self.device = setup.get("device", "cpu")
+        flush = setup.get("flush_bytes", 0)
+        if self.device != "cpu" and flush:
+            flush = max(flush, 256 * 2**20)  # L2 thrash on GPUs (KernelBench uses 256 MB)
+        self.flush_buf = torch.empty(max(1, flush // 4), dtype=torch.float32, device=self.device)
+
+    def sync(self) -> None:
+        if self.device != "cpu":
+            torch.cuda.synchronize()  # device-wide: work on any stream is inside the timed region
+
+    def inputs(self, blob: bytes):
+        return _to(wire.loads_tensors_untrusted(blob), self.device)
 
     def send(self, header: dict, blob: bytes = b"") -> None:
         self.conn.send_bytes(wire.pack(header, blob))
@@ -160,6 +181,7 @@ class Server:
         init = problem.init_inputs()
         self.ref = problem.module.Model(*init).eval()
         self.ref.load_state_dict(sd)
+        self.ref.to(self.device)
         if self.mode == "candidate":
             cls = _import_candidate(self.setup)
             self.model = cls(*init)
@@ -167,7 +189,7 @@ class Server:
                 self.model.load_state_dict(sd)
             except Exception as e:  # noqa: BLE001
                 raise StateDictError(str(e)) from None
-            self.model.eval()
+            self.model.eval().to(self.device)
             if self.setup.get("block_ops", True):
                 from shiftkit.kernels.blocking import make_blocker
 
@@ -180,10 +202,14 @@ class Server:
     def call(self, inputs):
         with torch.no_grad():
             if self.blocker is None:
-                return self.model(*inputs)
+                out = self.model(*inputs)
+                self.sync()
+                return out
             try:
                 with self.blocker:
-                    return self.model(*inputs)
+                    out = self.model(*inputs)
+                self.sync()
+                return out
             finally:
                 self.violations = dict(self.blocker.violations)
 
@@ -211,7 +237,7 @@ class Server:
             cmd = header["cmd"]
             try:
                 if cmd == "trial":
-                    inputs = wire.loads_tensors_untrusted(blob)
+                    inputs = self.inputs(blob)
                     mine = _clone(inputs)
                     if header.get("ref_first") and self.mode == "candidate":
                         with torch.no_grad():
@@ -227,14 +253,15 @@ class Server:
                         _poison(r)
                         del r
                     self.send({"ok": True, "violations": self.violations, "reused": self.reused,
-                               "inputs_digest": wire.digest(mine)}, wire.dumps_tensors(out))
+                               "inputs_digest": wire.digest(_to(mine, "cpu"))}, wire.dumps_tensors(_to(out, "cpu")))
                 elif cmd == "prep":
-                    self.pending = wire.loads_tensors_untrusted(blob)
+                    self.pending = self.inputs(blob)
                     if self.flush_buf.numel() > 1:
                         self.flush_buf.add_(1.0)  # evict the last-level cache
+                    self.sync()
                     self.send({"ok": True})
                 elif cmd == "warmup":
-                    self.pending = wire.loads_tensors_untrusted(blob)
+                    self.pending = self.inputs(blob)
                     for _ in range(int(header.get("n", 1))):
                         self.call(_clone(self.pending))
                     self.send({"ok": True, "violations": self.violations})
@@ -242,7 +269,7 @@ class Server:
                     outs, self.timed_outputs = self.timed_outputs, []
                     self.prev_outputs = []
                     self.send({"ok": True, "violations": self.violations, "reused": self.reused},
-                              wire.dumps_tensors(outs))
+                              wire.dumps_tensors(_to(outs, "cpu")))
                 elif cmd == "exit":
                     self.send({"ok": True})
                     return

@@ -292,3 +292,27 @@ def test_registries_raise_listing_valid_names():
     with pytest.raises(ShiftkitError, match="cpu, cuda, triton"):
         get_backend("rocm")
     assert get_backend("cpu").available()[0]
+
+
+def test_cuda_fixtures_extract_and_static_check_on_cpu():
+    from shiftkit.kernels import load_solution
+    from shiftkit.kernels.evaluate import static_findings
+    from shiftkit.kernels.fixtures import ROOT
+
+    ok = load_solution(ROOT / "cuda" / "scale_shift_clamp_correct.py")
+    (spec,) = ok.specs
+    assert spec.backend == "cuda" and spec.kind == "torch" and set(spec.sources) == {"cpp_sources.cpp", "cuda_sources.cu"}
+    assert codes(static_findings(ok)) == set()
+    stream = load_solution(ROOT / "cuda" / "scale_shift_clamp_hack_stream.py")
+    assert "threads_or_processes" in codes(static_findings(stream))
+
+
+def test_cuda_backend_unavailable_is_a_clean_user_error():
+    from shiftkit.kernels import EvalConfig, evaluate
+    from shiftkit.kernels.fixtures import PROBLEMS, ROOT
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(ShiftkitError, match="not available here"):
+        evaluate(PROBLEMS / "scale_shift_clamp.py", ROOT / "cuda" / "scale_shift_clamp_correct.py",
+                 EvalConfig(backend="cuda"))

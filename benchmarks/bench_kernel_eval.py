@@ -1,0 +1,263 @@
+"""Benchmark of the kernel environment (issue #5) on this machine.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_kernel_eval.py [--quick] [--out benchmarks/results/kernel_eval.json]
+
+Measures
+1. evaluations per minute with a warm build cache (verify-only, and full profile with cached baselines);
+2. compile time cold vs cached (lean C ABI kernel and a load_inline torch binding);
+3. timing stability: coefficient of variation of the candidate's median over 10 repeated evaluations
+   (goal < 3 %), plus speedups vs eager and torch.compile for every correct fixture;
+4. the same solutions judged side by side by a re-implementation of KernelBench's harness semantics
+   (HEAD 423217d, per cuda_agent.md section 2.3: candidate exec'd in the checker's process, weights by
+   seeding, no .eval(), inputs shared (not cloned), reference first, 5 seeded trials, allclose 1e-4, and
+   the STRICT group of its regex static checker) - which hacks each harness catches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from shiftkit.kernels import EvalConfig, evaluate, load_problem, load_solution  # noqa: E402
+from shiftkit.kernels.build import build  # noqa: E402
+from shiftkit.kernels.fixtures import PROBLEMS, SOLUTIONS  # noqa: E402
+from shiftkit.kernels.stats import cv  # noqa: E402
+
+ADV = REPO / "tests" / "adversarial" / "solutions"
+CORRECT = [
+    ("fused_bias_relu_residual", "correct.py"), ("scale_shift_clamp", "correct.py"), ("row_softmax", "correct.py"),
+    ("layernorm_gelu", "workspace"), ("rowsum_scale", "correct.py"), ("kb_l1_19_ReLU", "correct.py"),
+    ("kb_l1_47_Sum_reduction_over_a_dimension", "correct.py"), ("kb_l1_94_MSELoss", "correct.py"),
+    ("kb_l1_100_HingeLoss", "correct.py"), ("kb_l1_1_Square_matrix_multiplication", "correct.py"),
+]
+# (solution, problem, kind): kind "hack" must be rejected, "wrong" too, "correct" must pass
+SIDE_BY_SIDE = [(f"adv:{p.stem}", "rowsum_scale" if p.stem in ("constant_output", "precision_fp16", "cpp_thread")
+                 else "kb_l1_19_ReLU" if p.stem == "torch_op_in_cpp" else "scale_shift_clamp", "hack")
+                for p in sorted(ADV.glob("*.py")) if p.stem not in ("constant_output_degenerate",)]
+SIDE_BY_SIDE += [("fix:kb_l1_19_ReLU/wrong_off_by_one.py", "kb_l1_19_ReLU", "wrong"),
+                 ("fix:kb_l1_47_Sum_reduction_over_a_dimension/wrong_axis.py", "kb_l1_47_Sum_reduction_over_a_dimension", "wrong"),
+                 ("fix:row_softmax/wrong_race.py", "row_softmax", "wrong")]
+SIDE_BY_SIDE += [(f"fix:{p}/{s}", p, "correct") for p, s in CORRECT if s != "workspace"]
+
+
+def _sol_path(tag: str) -> Path:
+    kind, rest = tag.split(":", 1)
+    return ADV / f"{rest}.py" if kind == "adv" else SOLUTIONS / rest
+
+
+# ----------------------------------------------------------------------------- KernelBench-semantics judge
+
+KB_JUDGE = r'''
+import re, sys, json, types, torch
+torch.set_num_threads(int(sys.argv[4]))
+problem_path, solution_path, threads = sys.argv[1], sys.argv[2], sys.argv[3]
+ref_src, sol_src = open(problem_path).read(), open(solution_path).read()
+
+def strip(code):  # '#' and '//' comments, line by line
+    out = []
+    for line in code.split("\n"):
+        for mark in ("#", "//"):
+            if mark in line:
+                line = line[:line.index(mark)]
+        out.append(line)
+    return "\n".join(out)
+
+def strict_static(code):
+    c = strip(code)
+    if re.search(r"\btry\s*:|\bexcept\s*:|\bexcept\s+\w+", c): return "bypass: try/except"
+    if re.search(r"\bpass\b", c): return "bypass: pass statement"
+    if re.search(r"(time\.(perf_counter|time|monotonic)\w*|torch\.cuda\.(Event|synchronize)|elapsed_time)\s*=", c): return "timing monkey-patch"
+    if re.search(r"\bimport\s+(threading|multiprocessing)|\bfrom\s+(threading|multiprocessing|concurrent)\b|\bThread\s*\(", c): return "threading"
+    if re.search(r"_make_subclass|_make_wrapper_subclass|class\s+\w+\s*\(\s*torch\.Tensor\s*\)", c): return "lazy tensor subclass"
+    return None
+
+res = {"static": strict_static(sol_src), "correct": False, "error": None}
+if res["static"] is None:
+    try:
+        ctx = {}
+        exec(compile(ref_src, "ref", "exec"), ctx)            # reference and candidate share one process
+        sys.modules["model"] = types.SimpleNamespace(Model=ctx["Model"])
+        sol_ctx = {}
+        exec(compile(sol_src, "sol", "exec"), sol_ctx)
+        init = ctx["get_init_inputs"]()
+        torch.manual_seed(42); ref = ctx["Model"](*init)          # weights by seeding, no .eval()
+        torch.manual_seed(42); new = sol_ctx["ModelNew"](*init)
+        try:
+            new.load_state_dict(ref.state_dict())  # our solutions allocate params with torch.empty; KB relies on seeding
+        except Exception:
+            pass
+        torch.manual_seed(42)
+        seeds = [torch.randint(0, 2**32 - 1, (1,)).item() for _ in range(5)]
+        ok = True
+        with torch.no_grad():
+            for s in seeds:
+                torch.manual_seed(s)
+                inputs = ctx["get_inputs"]()
+                out = ref(*inputs)                                # reference first, same (uncloned) inputs
+                new_out = new(*inputs)
+                if out.shape != new_out.shape or not torch.allclose(out, new_out, atol=1e-4, rtol=1e-4):
+                    ok = False
+                    break
+        res["correct"] = ok
+    except Exception as e:
+        res["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+print("KBRESULT " + json.dumps(res))
+'''
+
+
+def kb_judge(problem: Path, solution: Path, threads: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS=str(threads))
+    with tempfile.TemporaryDirectory() as d:
+        script = Path(d) / "kb_judge.py"
+        script.write_text(KB_JUDGE)
+        try:
+            p = subprocess.run([sys.executable, str(script), str(problem), str(solution), str(threads), str(threads)],
+                               capture_output=True, text=True, timeout=300, env=env, cwd=d)
+        except subprocess.TimeoutExpired:
+            return {"static": None, "correct": False, "error": "timeout"}
+    m = re.search(r"^KBRESULT (.*)$", p.stdout, re.M)
+    if not m:
+        return {"static": None, "correct": False, "error": f"crashed (rc {p.returncode}): {p.stderr[-300:]}"}
+    return json.loads(m.group(1))
+
+
+# ----------------------------------------------------------------------------- sections
+
+def bench_compile(tmp: Path, quick: bool) -> dict:
+    from shiftkit.kernels.solution import extract_specs
+
+    out = {}
+    srcs = {"lean_c_abi": SOLUTIONS / "rowsum_scale" / "correct.py"}
+    if not quick:
+        srcs["torch_binding_load_inline"] = SOLUTIONS / "kb_l1_19_ReLU" / "correct_load_inline.py"
+    for name, path in srcs.items():
+        spec = extract_specs(path.read_text())[0][0]
+        cache = tmp / f"cold_{name}"
+        t = time.perf_counter()
+        r1 = build(spec, cache)
+        cold = time.perf_counter() - t
+        t = time.perf_counter()
+        r2 = build(spec, cache)
+        cached = time.perf_counter() - t
+        out[name] = {"cold_s": round(cold, 3), "cached_s": round(cached, 4), "ok": r1.ok and r2.cached}
+        # loading a cached artefact in a fresh worker process is measured by the eval throughput below
+    return out
+
+
+def bench_throughput() -> dict:
+    t = time.perf_counter()
+    n_ok = 0
+    for p, s in CORRECT:
+        n_ok += evaluate(PROBLEMS / f"{p}.py", SOLUTIONS / p / s, EvalConfig(profile=False)).correct
+    dt = time.perf_counter() - t
+    return {"verify_only_evals": len(CORRECT), "verify_only_correct": n_ok, "verify_only_seconds": round(dt, 2),
+            "verify_only_evals_per_min": round(60 * len(CORRECT) / dt, 1)}
+
+
+def bench_profiles(quick: bool) -> dict:
+    rows = {}
+    t = time.perf_counter()
+    for p, s in CORRECT:
+        r = evaluate(PROBLEMS / f"{p}.py", SOLUTIONS / p / s, EvalConfig(baseline_compile=not quick))
+        rows[p] = {"correct": r.correct, "reward": r.reward, "speedup_eager": r.speedup_eager,
+                   "speedup_compile": r.speedup_compile,
+                   "candidate_ms": r.timings.get("candidate", {}).get("median_ms"),
+                   "candidate_iqr_ms": r.timings.get("candidate", {}).get("iqr_ms"),
+                   "eager_ms": r.timings.get("eager", {}).get("median_ms"),
+                   "compile_ms": r.timings.get("compile", {}).get("median_ms"), "reason": r.reason}
+    first = time.perf_counter() - t
+    t = time.perf_counter()
+    for p, s in CORRECT:  # again, now with every baseline cached
+        evaluate(PROBLEMS / f"{p}.py", SOLUTIONS / p / s, EvalConfig(baseline_compile=not quick))
+    warm = time.perf_counter() - t
+    faster = [p for p, r in rows.items() if r["correct"] and (r["speedup_eager"] or 0) > 1.05]
+    return {"fixtures": rows, "faster_than_eager": faster,
+            "full_profile_seconds_first_pass": round(first, 1),
+            "full_profile_evals_per_min_warm": round(60 * len(CORRECT) / warm, 1)}
+
+
+def bench_stability(n: int) -> dict:
+    meds, speed = [], []
+    for _ in range(n):
+        r = evaluate(PROBLEMS / "fused_bias_relu_residual.py", SOLUTIONS / "fused_bias_relu_residual" / "correct.py",
+                     EvalConfig(baseline_compile=False))
+        meds.append(r.timings["candidate"]["median_ms"])
+        speed.append(r.speedup_eager)
+    return {"solution": "fused_bias_relu_residual/correct.py", "repeats": n, "timed_calls": 30,
+            "candidate_median_ms": meds, "cv_of_median": cv(meds), "speedup_eager": speed,
+            "goal_cv": 0.03, "meets_goal": cv(meds) < 0.03}
+
+
+def bench_side_by_side() -> list[dict]:
+    rows = []
+    for tag, prob, kind in SIDE_BY_SIDE:
+        sol = _sol_path(tag)
+        ours = evaluate(load_problem(PROBLEMS / f"{prob}.py"), load_solution(sol), EvalConfig(profile=False,
+                        threads=2 if "race" in tag else 1))
+        kb = kb_judge(PROBLEMS / f"{prob}.py", sol, 2 if "race" in tag else 1)
+        kb_accepts = kb["static"] is None and kb["correct"]
+        rows.append({"solution": tag.split(":", 1)[1], "problem": prob, "kind": kind,
+                     "ours_accepts": ours.correct, "ours_findings": ours.codes(),
+                     "kb_accepts": kb_accepts, "kb_static": kb["static"], "kb_error": kb["error"],
+                     "ours_right": ours.correct == (kind == "correct"), "kb_right": kb_accepts == (kind == "correct")})
+        print(f"  {rows[-1]['solution']:58s} {kind:7s} ours={'accept' if ours.correct else 'reject':6s} "
+              f"kb={'accept' if kb_accepts else 'reject':6s} {ours.codes()} {kb['static'] or kb['error'] or ''}", flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="skip the torch-binding cold build and compile baselines")
+    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "kernel_eval.json"))
+    ap.add_argument("--repeats", type=int, default=10)
+    args = ap.parse_args()
+    import torch
+
+    res = {"machine": {"cpu_count": os.cpu_count(), "torch": torch.__version__, "load_avg_start": os.getloadavg()},
+           "settings": {"threads": 1, "trials": 5, "timed_calls": 30, "warmup": 3, "llc_flush": True}}
+    with tempfile.TemporaryDirectory() as tmp:
+        print("compile cold vs cached ...", flush=True)
+        res["compile"] = bench_compile(Path(tmp), args.quick)
+        print(json.dumps(res["compile"]), flush=True)
+    print("warm-cache throughput ...", flush=True)
+    res["throughput"] = bench_throughput()
+    print(json.dumps(res["throughput"]), flush=True)
+    print("profiles of the correct fixtures ...", flush=True)
+    res["profiles"] = bench_profiles(args.quick)
+    print(json.dumps({k: v for k, v in res["profiles"].items() if k != "fixtures"}), flush=True)
+    for p, r in res["profiles"]["fixtures"].items():
+        print(f"  {p:42s} eager {r['speedup_eager'] or 0:6.2f}x  compile {r['speedup_compile'] or 0:6.2f}x  reward {r['reward']:+.0f}")
+    print("timing stability ...", flush=True)
+    res["stability"] = bench_stability(args.repeats)
+    print(json.dumps({k: v for k, v in res["stability"].items() if not isinstance(v, list)}), flush=True)
+    print("side by side with KernelBench's harness semantics ...", flush=True)
+    rows = bench_side_by_side()
+    res["side_by_side"] = rows
+    res["side_by_side_summary"] = {
+        "hacks_and_wrong": sum(1 for r in rows if r["kind"] != "correct"),
+        "ours_rejects": sum(1 for r in rows if r["kind"] != "correct" and not r["ours_accepts"]),
+        "kb_rejects": sum(1 for r in rows if r["kind"] != "correct" and not r["kb_accepts"]),
+        "correct": sum(1 for r in rows if r["kind"] == "correct"),
+        "ours_false_positives": sum(1 for r in rows if r["kind"] == "correct" and not r["ours_accepts"]),
+        "kb_false_positives": sum(1 for r in rows if r["kind"] == "correct" and not r["kb_accepts"]),
+    }
+    res["machine"]["load_avg_end"] = os.getloadavg()
+    print(json.dumps(res["side_by_side_summary"]), flush=True)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(res, indent=1, default=str) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
