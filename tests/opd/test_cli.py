@@ -1,0 +1,64 @@
+"""``shiftkit opd`` on the command line: bad input is one line, exit 2, no run directory; DDP."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "CUDA_VISIBLE_DEVICES": ""}
+COMMON = ["tasks=add:1", "steps=2", "prompts_per_step=2", "samples_per_prompt=2", "max_new_tokens=8", "lr=1e-3",
+          "eval_every=0", "threads=1", "progress=false", "guard_patience=0"]
+
+
+def _opd(*args):
+    return subprocess.run([sys.executable, "-m", "shiftkit", "opd", *args], env=ENV, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _bad(trio, tmp_path, student=None, teacher=None, ref=None, extra=()):
+    out = tmp_path / "run"
+    p = _opd("--student", student or trio["student"], "--teacher", teacher or trio["teacher"], "--teacher-ref",
+             ref or trio["ref"], *COMMON, f"out={out}", *extra)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr
+    assert not (out / "DONE").exists() and not (out / "config.json").exists()
+    return lines[0]
+
+
+def test_cli_bad_inputs_are_one_line_errors(trio, swapped_vocab_model, tmp_path):
+    assert "directory not found" in _bad(trio, tmp_path, student=str(tmp_path / "nope"))
+    assert "identical weights" in _bad(trio, tmp_path, ref=trio["teacher"])
+    assert "vocabulary entries differ" in _bad(trio, tmp_path, teacher=swapped_vocab_model)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    assert "holds no prompts" in _bad(trio, tmp_path, extra=[f"prompts={empty}", "tasks=[]"])
+
+
+def test_cli_runs_with_a_prompt_file_and_json(trio, tmp_path):
+    pf = tmp_path / "p.jsonl"
+    pf.write_text('{"prompt": "1+2="}\n{"prompt": "7+5="}\n')
+    p = _opd("--student", trio["student"], "--teacher", trio["teacher"], "--teacher-ref", trio["ref"], *COMMON,
+             f"prompts={pf}", "tasks=[]", f"out={tmp_path / 'r'}", "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert '"method": "direct_opd"' in p.stdout and (tmp_path / "r" / "DONE").exists()
+
+
+def test_two_process_ddp_equals_one_process(trio, tmp_path):
+    args = ["opd", "--student", trio["student"], "--teacher", trio["teacher"], "--teacher-ref", trio["ref"], *COMMON,
+            "prompts_per_step=4"]
+    one = subprocess.run([sys.executable, "-m", "shiftkit", *args, f"out={tmp_path / 'one'}"], env=ENV,
+                         capture_output=True, text=True, timeout=300)
+    assert one.returncode == 0, one.stderr[-3000:]
+    acc = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+           "--main_process_port", "29533", "-m", "shiftkit", *args, f"out={tmp_path / 'two'}"]
+    two = subprocess.run(acc, env=ENV, capture_output=True, text=True, timeout=300)
+    assert two.returncode == 0, two.stderr[-3000:]
+    w0 = load_file(str(Path(trio["student"]) / "model.safetensors"))
+    w1 = load_file(str(tmp_path / "one" / "final" / "model.safetensors"))
+    w2 = load_file(str(tmp_path / "two" / "final" / "model.safetensors"))
+    assert max((w0[k] - w1[k]).abs().max().item() for k in w0) > 1e-4
+    assert max((w1[k] - w2[k]).abs().max().item() for k in w1) < 1e-5
