@@ -1,6 +1,6 @@
 """Streaming access to sharded safetensors checkpoints: read tensor by tensor, write shard by shard.
 
-The reader memory-maps one shard at a time (``safe_open``) and hands out one tensor per call; the
+The reader keeps one shard file open and reads one tensor per call (plain reads, no memory map); the
 writer knows every output tensor's name, dtype and shape up front (they are the base's), so it writes
 each shard's safetensors header first and then streams tensor bytes in order: peak memory is the
 tensor being written, never a shard. Output: ``model-0000i-of-0000N.safetensors`` plus
@@ -63,6 +63,7 @@ class CheckpointReader:
         if missing:
             raise ShiftkitError(f"{what} shard {missing[0]} listed in {INDEX_NAME} is missing from {self.path}")
         self.meta: dict[str, tuple[str, torch.dtype, tuple[int, ...]]] = {}
+        self._offsets: dict[str, tuple[int, int]] = {}
         order = []
         for s in shards:
             for name, info in _read_header(self.path / s).items():
@@ -71,11 +72,12 @@ class CheckpointReader:
                 if info["dtype"] not in _ST_NAMES:
                     raise ShiftkitError(f"{what} tensor {name} has unsupported dtype {info['dtype']}")
                 self.meta[name] = (s, _ST_NAMES[info["dtype"]], tuple(info["shape"]))
+                self._offsets[name] = tuple(info["data_offsets"])
                 order.append((shards.index(s), info["data_offsets"][0], name))
         self.names = [n for _, _, n in sorted(order)]  # shard order, then file order: sequential reads
         self._open_name: str | None = None
         self._handle = None
-        self._ctx = None
+        self._data0 = 0
 
     def config(self) -> dict:
         p = self.path / "config.json"
@@ -97,21 +99,27 @@ class CheckpointReader:
         return n * torch.empty(0, dtype=self.dtype(name)).element_size()
 
     def get(self, name: str) -> torch.Tensor:
-        """One tensor (a copy owned by the caller); keeps only the current shard mapped."""
-        from safetensors import safe_open
-
-        shard = self.meta[name][0]
+        """One tensor (a fresh copy owned by the caller), read with plain file reads rather than a
+        memory map: mapped shard pages would stay resident and count towards peak RSS (up to a whole
+        shard per model), a read copy is freed with the tensor."""
+        shard, dtype, shape = self.meta[name]
         if self._open_name != shard:
             self.close()
-            self._ctx = safe_open(str(self.path / shard), framework="pt", device="cpu")
-            self._handle = self._ctx.__enter__()
+            self._handle = open(self.path / shard, "rb")
+            (hlen,) = struct.unpack("<Q", self._handle.read(8))
+            self._data0 = 8 + hlen
             self._open_name = shard
-        return self._handle.get_tensor(name)
+        start, end = self._offsets[name]
+        buf = torch.empty(end - start, dtype=torch.uint8)
+        self._handle.seek(self._data0 + start)
+        if end > start and self._handle.readinto(buf.numpy()) != end - start:
+            raise ShiftkitError(f"{self.what} shard {self.path / shard} is truncated (tensor {name})")
+        return buf.view(dtype).reshape(shape)
 
     def close(self) -> None:
-        if self._ctx is not None:
-            self._ctx.__exit__(None, None, None)
-        self._ctx = self._handle = self._open_name = None
+        if self._handle is not None:
+            self._handle.close()
+        self._handle = self._open_name = None
 
     def __enter__(self):
         return self

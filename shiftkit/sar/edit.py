@@ -42,12 +42,24 @@ class EditOptions:
             raise ValueError(f"unknown solver '{self.solver}' (use auto, exact or randomized)")
 
 
-def tensor_hash(t: torch.Tensor) -> str:
-    """blake2b-128 of a tensor's dtype, shape and raw bytes."""
+HASH_SAMPLE = 1 << 20  # elements hashed per tensor (all of them for smaller tensors)
+
+
+def tensor_hash(t: torch.Tensor, sample: int = HASH_SAMPLE) -> str:
+    """blake2b-128 fingerprint of a tensor: dtype, shape and its raw bytes, or for tensors with more
+    than ``sample`` elements an evenly strided sample of ``sample`` elements plus the first and last
+    4096 (hashing every byte of every tensor cost ~5% of an extract; a sample still catches another
+    base, a re-initialised or retrained tensor, a dtype or shape change). Not a defence against
+    edits crafted to dodge the sample."""
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{t.dtype}:{tuple(t.shape)}".encode())
-    t = t.detach().contiguous().cpu()
-    h.update(t.reshape(-1).view(torch.uint8).numpy().data if t.numel() else b"")
+    flat = t.detach().reshape(-1)
+    if flat.numel() > sample:
+        h.update(f"sample:{sample}".encode())
+        step = flat.numel() // sample
+        flat = torch.cat([flat[:4096], flat[::step][:sample], flat[-4096:]])
+    flat = flat.contiguous().cpu()
+    h.update(flat.view(torch.uint8).numpy().data if flat.numel() else b"")
     return h.hexdigest()
 
 
@@ -58,7 +70,7 @@ class BasisCache:
     the memory held (the projector's reference to W_0 itself is counted).
     """
 
-    def __init__(self, max_bytes: int = 2 << 30):
+    def __init__(self, max_bytes: int = 256 << 20):
         self.max_bytes = max_bytes
         self._d: collections.OrderedDict[tuple, tuple[BaseBasis, int]] = collections.OrderedDict()
         self.hits = 0
@@ -95,33 +107,27 @@ class MatrixEdit:
     stats: dict[str, Any]
 
 
-def _diagnostics(dW_mn, U_mk, S_k, Vh_kn, basis, B_mq, A_qn, W0_norm: float) -> dict[str, Any]:
-    dW2 = float(dW_mn.double().pow(2).sum())
+def _angles(P_xk: torch.Tensor) -> torch.Tensor:
+    """Principal angles (deg) between span(X) (orthonormal k columns) and the base subspace, from the
+    projected columns P X: their singular values are the cosines."""
+    with la.small_op_threads():
+        cos = torch.linalg.svdvals(P_xk.double()).clamp(0, 1)
+    return torch.rad2deg(torch.arccos(cos))
+
+
+def _diagnostics(dW2: float, S_k, B_mq, A_qn, rel: float, PU_mk=None, PV_kn=None) -> dict[str, Any]:
     k2 = float(S_k.double().pow(2).sum())
     out2 = la.lowrank_fro2(B_mq, A_qn)
     st: dict[str, Any] = {
-        "delta_rel_norm": (dW2 ** 0.5) / max(W0_norm, 1e-30),
         "energy_lowrank": k2 / dW2 if dW2 > 0 else 1.0,  # ||dW_k||^2 / ||dW||^2
         "energy_projection": out2 / k2 if k2 > 0 else 1.0,  # ||P(dW_k)||^2 / ||dW_k||^2
         "energy_total": out2 / dW2 if dW2 > 0 else 1.0,  # ||P(dW_k)||^2 / ||dW||^2
     }
-    if basis is not None:
-        # cosines of the principal angles between span(U_k) and span(U0) are the singular values of P U_k
-        cos_l = torch.linalg.svdvals(basis.project_left(U_mk).double()).clamp(0, 1)
-        cos_r = torch.linalg.svdvals(basis.project_right(Vh_kn).double()).clamp(0, 1)
-        ang_l, ang_r = torch.rad2deg(torch.arccos(cos_l)), torch.rad2deg(torch.arccos(cos_r))
+    if PU_mk is not None and PU_mk.shape[1]:
+        ang_l, ang_r = _angles(PU_mk), _angles(PV_kn.T)
         st.update(angle_left_mean=float(ang_l.mean()), angle_left_max=float(ang_l.max()),
                   angle_right_mean=float(ang_r.mean()), angle_right_max=float(ang_r.max()))
     return st
-
-
-def _edit_from_svd(dW, U, S, Vh, basis, opts: EditOptions, W0_norm: float, diagnostics: bool) -> MatrixEdit:
-    B, A = la.sar_factors(U, S, Vh, basis, opts.mask)
-    stats = {"m": dW.shape[0], "n": dW.shape[1], "k": int(S.numel()), "q": int(B.shape[1]),
-             "r": basis.rank if basis is not None else 0, "basis": basis.kind if basis is not None else "none"}
-    if diagnostics:
-        stats.update(_diagnostics(dW, U, S, Vh, basis, B, A, W0_norm))
-    return MatrixEdit(B.float().cpu(), A.float().cpu(), stats)
 
 
 def _basis(W0, opts: EditOptions, cache: BasisCache | None, key_hash: str | None) -> BaseBasis | None:
@@ -143,11 +149,20 @@ def sar_edit_matrix(W0_mn: torch.Tensor, W1_mn: torch.Tensor, opts: EditOptions,
 def sar_sweep_matrix(W0_mn: torch.Tensor, W1_mn: torch.Tensor, opts: EditOptions, delta_ranks: list[RankSpec],
                      cache: BasisCache | None = None, base_hash: str | None = None,
                      diagnostics: bool = True) -> list[MatrixEdit]:
-    """One edit per delta rank, from one truncated SVD of dW (at the largest rank) and one base basis."""
+    """One edit per delta rank, from one truncated SVD of dW (at the largest rank) and one base basis.
+
+    With the full mask the base projection is applied once, to the largest-rank factors' k columns
+    (U_mk and Vh_kn, O(m n k)), and every rank takes the leading columns of the result (the projection
+    acts column by column, so P(U)[:, :k] = P(U[:, :k])). ``stats["delta_rel_norm"]`` =
+    ||dW|| / ||W0|| is always filled (the caller's "fine-tuned from this base?" check).
+    """
     dev = resolve_device(opts.device)
     W0 = W0_mn.to(dev, torch.float32)
-    dW = W1_mn.to(dev, torch.float32) - W0
+    dW = W1_mn.to(dev, torch.float32, copy=True)
+    dW.sub_(W0)
     m, n = dW.shape
+    dW2 = float(torch.linalg.vector_norm(dW)) ** 2  # fp32 (cascaded) sums: ~1e-6 relative, plenty for ratios
+    rel = dW2 ** 0.5 / max(float(torch.linalg.vector_norm(W0)), 1e-30)
     exact = opts.solver == "exact" or (opts.solver == "auto" and min(m, n) <= 256)
     if exact:
         U_all, S_all, Vh_all = torch.linalg.svd(dW, full_matrices=False)
@@ -156,6 +171,30 @@ def sar_sweep_matrix(W0_mn: torch.Tensor, W1_mn: torch.Tensor, opts: EditOptions
         S_spec = la.singular_values_gram(dW) if any(s.kind == "energy" for s in delta_ranks) else None
         ks = [la.resolve_rank(s, m, n, S_spec) for s in delta_ranks]
         U_all, S_all, Vh_all = la.randomized_svd(dW, max(ks), opts.oversample, opts.niter, opts.seed)
+    kmax = max(ks)
+    U_all, S_all, Vh_all = U_all[:, :kmax], S_all[:kmax], Vh_all[:kmax]
+    del dW
     basis = _basis(W0, opts, cache, base_hash)
-    W0_norm = float(W0.double().norm()) if diagnostics else 1.0
-    return [_edit_from_svd(dW, U_all[:, :k], S_all[:k], Vh_all[:k], basis, opts, W0_norm, diagnostics) for k in ks]
+    PU = PV = None
+    if basis is not None and opts.mask == "full":
+        PU, PV = basis.project_left(U_all), basis.project_right(Vh_all)
+    out = []
+    for k in ks:
+        U, S, Vh = U_all[:, :k], S_all[:k], Vh_all[:k]
+        s = S.clamp_min(0).sqrt()
+        if basis is None:
+            B, A = U * s, s[:, None] * Vh
+        elif opts.mask == "full":
+            B, A = PU[:, :k] * s, s[:, None] * PV[:k]
+        else:
+            B, A = la.sar_factors(U, S, Vh, basis, opts.mask)
+        stats = {"m": m, "n": n, "k": int(k), "q": int(B.shape[1]), "r": basis.rank if basis is not None else 0,
+                 "basis": basis.kind if basis is not None else "none", "delta_rel_norm": rel}
+        if diagnostics:
+            if basis is not None and PU is None:  # masks: angles from the explicit base vectors
+                pu, pv = basis.project_left(U), basis.project_right(Vh)
+            else:
+                pu, pv = (PU[:, :k], PV[:k]) if PU is not None else (None, None)
+            stats.update(_diagnostics(dW2, S, B, A, rel, pu, pv))
+        out.append(MatrixEdit(B.float().cpu(), A.float().cpu(), stats))
+    return out

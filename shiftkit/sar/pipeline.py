@@ -295,15 +295,19 @@ def _edit_stream(base: CheckpointReader, tuned: CheckpointReader, cfg: EditConfi
         total_params += W0.numel()
         shape = tuple(W0.shape)
         if is_target(name, shape, cfg.targets, cfg.exclude):
-            rel = float((W1.float() - W0.float()).norm()) / max(float(W0.float().norm()), 1e-30)
-            _check_related(name, rel, cfg.max_rel_delta, f"{tuned.what} {tuned.path}")
-            edits = sar_sweep_matrix(W0, W1, opts, specs, cache=cache, base_hash=h0)
+            t_mat = time.perf_counter()
+            W0f = W0.float()  # one fp32 copy, shared by the edit, the cache and the edited weight
+            edits = sar_sweep_matrix(W0f, W1, opts, specs, cache=cache, base_hash=h0)
+            _check_related(name, edits[0].stats["delta_rel_norm"], cfg.max_rel_delta, f"{tuned.what} {tuned.path}")
             for i, e in enumerate(edits):
                 Bc, Ac, used, cast_err = cast_factors(e.B_mq, e.A_qn, core_dtype)
                 factors[i][name] = (Bc, Ac)
                 rows[i][name] = {**e.stats, "dtype": used, "cast_rel_err": cast_err, "base_hash": h0}
                 if writers[i] is not None:
-                    writers[i].write(name, la.apply_factors(W0, e.B_mq, e.A_qn, scales[i]))
+                    writers[i].write(name, la.apply_factors(W0f, e.B_mq, e.A_qn, scales[i], out_dtype=W0.dtype))
+            del W0f
+            for r in rows:  # edit + cast + write of this matrix (reading and hashing excluded)
+                r[name]["seconds"] = round(time.perf_counter() - t_mat, 4)
             if log:
                 log(name, edits[0].stats)
         else:

@@ -1,6 +1,7 @@
 """Pure SAR math: rank specs, hand-computed edits, degenerate cases, fast path == official transcription."""
 
 import itertools
+import zlib
 
 import pytest
 import torch
@@ -159,7 +160,7 @@ COMBOS = [(d, b, mk, "spectral") for d, b, mk in itertools.product(DELTA, BASE, 
 @pytest.mark.parametrize("kind", ["random", "structured"])
 @pytest.mark.parametrize("shape", [(40, 40), (60, 24), (24, 60)])
 def test_golden_fast_equals_official_every_option(kind, shape):
-    W0, dW = _matrices(kind, *shape, seed=hash((kind, shape)) % 1000)
+    W0, dW = _matrices(kind, *shape, seed=zlib.crc32(f"{kind}{shape}".encode()) % 1000)  # not hash(): salted per process
     cache = BasisCache()
     worst = 0.0
     for d, b, mk, proj in COMBOS:
