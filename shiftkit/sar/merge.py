@@ -49,16 +49,68 @@ def get_method(name: str) -> MergeFn:
 
 # ------------------------------------------------------------------------------ building blocks
 
+def _abs_bits(d: torch.Tensor) -> torch.Tensor:
+    """Bit patterns of |d| (fp32) as int32: for non-negative floats integer order == float order."""
+    return d.float().abs().contiguous().view(torch.int32)
+
+
+def topk_threshold(chunks, k: int) -> tuple[int, int]:
+    """Exact k-th largest |d| by a two-pass radix select over the fp32 bit patterns (no sort, no
+    index tensor): ``chunks`` is a callable yielding the tensor's pieces in flat order, called twice.
+
+    Returns ``(t, need)``: keep the entries whose |d| bits are > t, plus the first ``need`` entries
+    (in flat order) whose bits equal t; exactly k entries in all.
+    """
+    hist = torch.zeros(1 << 15, dtype=torch.int64)
+    for c in chunks():
+        hist += torch.bincount((_abs_bits(c).reshape(-1) >> 16).long(), minlength=1 << 15)[: 1 << 15]
+    cum = hist.flip(0).cumsum(0)  # cum[j] = count(high bits >= 2^15 - 1 - j)
+    j = int(torch.searchsorted(cum, torch.tensor([k]))[0])
+    b = (1 << 15) - 1 - j
+    above = int(cum[j - 1]) if j > 0 else 0  # entries in higher buckets
+    hist2 = torch.zeros(1 << 16, dtype=torch.int64)
+    for c in chunks():
+        bits = _abs_bits(c).reshape(-1)
+        hist2 += torch.bincount((bits[(bits >> 16) == b] & 0xFFFF).long(), minlength=1 << 16)
+    cum2 = hist2.flip(0).cumsum(0)
+    j2 = int(torch.searchsorted(cum2, torch.tensor([k - above]))[0])
+    t = (b << 16) | ((1 << 16) - 1 - j2)
+    greater = above + (int(cum2[j2 - 1]) if j2 > 0 else 0)
+    return t, k - greater
+
+
+class _TopkMasker:
+    """Applies a ``topk_threshold`` result chunk by chunk (ties at the threshold: lowest flat index first)."""
+
+    def __init__(self, t: int, need: int):
+        self.t, self.need = t, need
+
+    def __call__(self, c: torch.Tensor) -> torch.Tensor:
+        bits = _abs_bits(c)
+        keep = bits > self.t
+        if self.need > 0:
+            eq = (bits == self.t).reshape(-1)
+            n_eq = int(eq.sum())
+            if n_eq:
+                first = eq & (eq.cumsum(0) <= self.need)
+                keep = keep | first.reshape(keep.shape)
+                self.need -= min(n_eq, self.need)
+        return keep.to(c.dtype)
+
+
 def magnitude_mask(d: torch.Tensor, density: float) -> torch.Tensor:
-    """1 on the ``max(1, int(density * numel))`` largest-|d| entries (mergekit's argsort order), else 0."""
+    """1 on the ``max(1, int(density * numel))`` largest-|d| entries (mergekit's ``magnitude``), else 0.
+
+    Same selection as mergekit's argsort, found by an exact radix select instead of sorting (argsort of
+    a 311M-entry embedding delta took 21 GB); among entries tied at the threshold the lowest flat
+    indices are kept (argsort leaves that order unspecified)."""
     if density >= 1:
         return torch.ones_like(d)
     if density <= 0 or d.numel() == 0:
         return torch.zeros_like(d)
     k = max(1, int(density * d.numel()))
-    mask = torch.zeros(d.numel(), dtype=d.dtype)
-    mask[torch.argsort(d.abs().reshape(-1).float(), descending=True)[:k]] = 1
-    return mask.reshape_as(d)
+    t, need = topk_threshold(lambda: [d], k)
+    return _TopkMasker(t, need)(d)
 
 
 def bernoulli_mask(d: torch.Tensor, density: float, generator: torch.Generator | None) -> torch.Tensor:
@@ -163,3 +215,83 @@ def sar(base_mn, deltas, weights, edit=None, cache=None, target: int = -1, lambd
         e = sar_edit_matrix(W0, W0 + d.float(), edit, cache=cache, diagnostics=False)
         out += w * (e.B_mq @ e.A_qn)
     return out * lambda_ if lambda_ != 1 else out
+
+
+# ------------------------------------------------------------------------------ chunked driver (huge tensors)
+
+CHUNK_ELEMS = 1 << 24  # 16M entries: above this a tensor is merged in flat chunks
+
+
+def merge_tensor(method: str, base: torch.Tensor, experts: list[torch.Tensor], weights: list[float],
+                 chunk_elems: int = CHUNK_ELEMS, **params) -> torch.Tensor:
+    """``base + method(base, [e - base], weights)`` cast to base's dtype, with bounded memory.
+
+    Tensors up to ``chunk_elems`` entries (and every ``sar`` merge) go through the registered function
+    on whole fp32 tensors. Larger ones (embeddings) are processed in flat chunks of ``chunk_elems``:
+    global quantities are computed first in chunked passes (TIES: each delta's exact top-k threshold;
+    DARE: each expert's generator state and L1 rescale factor) and the elementwise combination then
+    runs chunk by chunk, so the result equals the whole-tensor function's (tested with small chunks).
+    Memory: the inputs as given (e.g. bf16) + the output + O(chunk) fp32 temporaries.
+    """
+    fn = get_method(method)
+    n = base.numel()
+    if method == "sar" or n <= chunk_elems:
+        W0 = base.float()
+        return (W0 + fn(W0, [e.float() - W0 for e in experts], weights, **params)).to(base.dtype)
+    if method not in ("task_arithmetic", "ties", "dare_ties", "dare_linear"):
+        raise ShiftkitError(f"merge method '{method}' has no chunked path for a {n}-entry tensor")
+    b_flat = base.reshape(-1)
+    e_flat = [e.reshape(-1) for e in experts]
+    spans = [(i, min(n, i + chunk_elems)) for i in range(0, n, chunk_elems)]
+
+    def delta_chunks(j):
+        return lambda: (e_flat[j][a:b].float() - b_flat[a:b].float() for a, b in spans)
+
+    density = params.get("density", 1.0)
+    lambda_ = params.get("lambda_", 1.0)
+    prep = [None] * len(experts)  # per expert: a chunk -> trimmed/masked delta chunk
+    if method == "ties":
+        normalize, consensus = params.get("normalize", True), True
+        if density < 1:
+            k = max(1, int(density * n))
+            for j in range(len(experts)):
+                t, need = topk_threshold(delta_chunks(j), k)
+                masker = _TopkMasker(t, need)
+                prep[j] = lambda c, m=masker: c * m(c)
+    elif method in ("dare_ties", "dare_linear"):
+        normalize, consensus = params.get("normalize", False), method == "dare_ties"
+        rescale, seed = params.get("rescale", "l1"), params.get("seed", 0)
+        if rescale not in ("l1", "density", "none"):
+            raise ShiftkitError(f"unknown rescale '{rescale}' (use l1, density or none)")
+        if density < 1:
+            g = torch.Generator().manual_seed(seed)
+            for j in range(len(experts)):  # same generator stream as _dare: expert after expert
+                state = g.get_state()
+                before = after = torch.zeros((), dtype=torch.float32)
+                for c in delta_chunks(j)():
+                    masked = c * bernoulli_mask(c, density, g)
+                    if rescale == "l1":
+                        before = before + c.abs().sum()
+                        after = after + masked.abs().sum()
+                factor = None
+                if rescale == "l1" and not (before < 1e-7 or after < 1e-7):
+                    factor = before / after
+                elif rescale == "density":
+                    factor = 1.0 / density
+                gj = torch.Generator().set_state(state)
+
+                def apply(c, gj=gj, factor=factor, rescale=rescale):
+                    masked = c * bernoulli_mask(c, density, gj)
+                    if rescale == "density":
+                        return masked / density
+                    return masked * factor if factor is not None else masked
+                prep[j] = apply
+    else:
+        normalize, consensus = params.get("normalize", False), False
+    out = torch.empty_like(b_flat)
+    for a, b in spans:
+        W0c = b_flat[a:b].float()
+        ds = [e[a:b].float() - W0c for e in e_flat]
+        ds = [p(d) if p is not None else d for p, d in zip(prep, ds)]
+        out[a:b] = (W0c + _combine(ds, weights, consensus=consensus, normalize=normalize, lambda_=lambda_)).to(base.dtype)
+    return out.reshape(base.shape)

@@ -523,7 +523,7 @@ def export_peft(core_dir, out, base_name: str | Path | None = None) -> Path:
 
 def merge(base_dir, expert_dirs: list[str | Path], out, cfg: MergeConfig | None = None, log=None) -> dict[str, Any]:
     """Merge N experts that share a base with a registered method; streamed, atomic output."""
-    from shiftkit.sar.merge import get_method
+    from shiftkit.sar.merge import get_method, merge_tensor
 
     cfg = cfg or MergeConfig()
     _set_threads(cfg.threads)
@@ -552,23 +552,22 @@ def merge(base_dir, expert_dirs: list[str | Path], out, cfg: MergeConfig | None 
         writer = ShardedWriter(tmp, _writer_plan(base), int(cfg.max_shard_mb * 2**20))
         for name in base.names:
             W0 = base.get(name)
-            deltas = [e.get(name).float() - W0.float() for e in experts]
+            Ws = [e.get(name) for e in experts]  # as stored (e.g. bf16); fp32 only per matrix or chunk
             target = is_target(name, tuple(W0.shape), cfg.targets, cfg.exclude)
             if target:
-                for e, d in zip(experts, deltas):
-                    rel = float(d.norm()) / max(float(W0.float().norm()), 1e-30)
+                W0n = max(float(torch.linalg.vector_norm(W0.float())), 1e-30)
+                for e, W in zip(experts, Ws):
+                    rel = float(torch.linalg.vector_norm(W.float() - W0.float())) / W0n
                     _check_related(name, rel, cfg.max_rel_delta, f"{e.what} {e.path}")
             if cfg.method == "sar" and not target and cfg.other_tensors == "base":
                 merged = W0
                 counts["kept_base"] += 1
             else:
-                p = dict(params)
-                if cfg.method == "sar" and not target:  # other_tensors=tuned: plain weighted sum
-                    fn_t = get_method("task_arithmetic")
-                else:
-                    fn_t = fn
-                merged = (W0.float() + fn_t(W0.float(), deltas, weights, **p)).to(W0.dtype)
+                # sar on non-targets (other_tensors=tuned): plain weighted sum
+                method = "task_arithmetic" if cfg.method == "sar" and not target else cfg.method
+                merged = merge_tensor(method, W0, Ws, weights, **params)
                 counts["merged"] += 1
+            del Ws
             writer.write(name, merged)
             if log:
                 log(name, {})

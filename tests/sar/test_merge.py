@@ -102,3 +102,53 @@ def test_agrees_with_mergekit(name):
                               normalize=method.default_normalize,
                               rescale="l1" if method.default_rescale else "none")
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------ radix top-k and chunked merges
+
+def _magnitude_mask_argsort(d, density):
+    """The previous implementation (mergekit's argsort), frozen here as the reference."""
+    if density >= 1:
+        return torch.ones_like(d)
+    k = max(1, int(density * d.numel()))
+    mask = torch.zeros(d.numel(), dtype=d.dtype)
+    mask[torch.argsort(d.abs().reshape(-1).float(), descending=True)[:k]] = 1
+    return mask.reshape_as(d)
+
+
+@pytest.mark.parametrize("density", [0.001, 0.1, 0.5, 0.9, 0.999])
+def test_radix_magnitude_mask_equals_argsort(density):
+    g = torch.Generator().manual_seed(21)
+    d = torch.randn(97, 53, generator=g) * torch.logspace(-8, 3, 53)  # many binades, both signs
+    torch.testing.assert_close(mg.magnitude_mask(d, density), _magnitude_mask_argsort(d, density), rtol=0, atol=0)
+
+
+def test_radix_magnitude_mask_ties_and_hand_values():
+    d = torch.tensor([0.5, -2.0, 0.5, 0.5, 1.0, 0.0])
+    # k = int(0.5 * 6) = 3: |-2| and 1 are in, one of the three tied 0.5s: the first one
+    assert mg.magnitude_mask(d, 0.5).tolist() == [1, 1, 0, 0, 1, 0]
+    assert mg.magnitude_mask(d, 0.01).tolist() == [0, 1, 0, 0, 0, 0]  # max(1, int(0.06)) = 1
+    assert int(mg.magnitude_mask(torch.zeros(10), 0.3).sum()) == 3  # all tied at 0: exactly k
+    t, need = mg.topk_threshold(lambda: [d], 3)
+    assert t == torch.tensor([0.5]).view(torch.int32).item() and need == 1
+
+
+@pytest.mark.parametrize("name", ["task_arithmetic", "ties", "dare_ties", "dare_linear"])
+@pytest.mark.parametrize("density", [0.3, 1.0])
+def test_chunked_merge_equals_whole_tensor(name, density):
+    g = torch.Generator().manual_seed(22)
+    base = torch.randn(61, 37, generator=g).bfloat16()
+    experts = [(base.float() + 0.01 * torch.randn(61, 37, generator=g)).bfloat16() for _ in range(3)]
+    weights = [1.0, 0.5, 0.25]
+    params = dict(density=density, seed=4, lambda_=1.0)
+    whole = mg.merge_tensor(name, base, experts, weights, chunk_elems=10**9, **params)
+    W0 = base.float()
+    direct = (W0 + mg.get_method(name)(W0, [e.float() - W0 for e in experts], weights, **params)).bfloat16()
+    assert torch.equal(whole, direct)
+    for chunk in (64, 1000):  # chunk boundaries cut rows; ties/DARE state carried across chunks
+        got = mg.merge_tensor(name, base, experts, weights, chunk_elems=chunk, **params)
+        if name.startswith("dare") and density < 1:  # the L1 rescale's sums are accumulated per chunk
+            torch.testing.assert_close(got.float(), whole.float(), rtol=1e-2, atol=0)  # one bf16 ulp
+            assert (got != whole).float().mean() < 0.01
+        else:
+            assert torch.equal(got, whole)
