@@ -196,13 +196,13 @@ class AgenticRLConfig:
     out: str = "runs/agent/toy_rl"
     algo: str = "ppo"  # ppo (critic + GAE) | grpo (group-relative, no critic)
     seed: int = 0
-    steps: int = 40
+    steps: int = 30
     prompts_per_step: int = 8
     group_size: int = 8
     max_turns: int = 3
     max_new_tokens: int = 14
     temperature: float = 1.0
-    lr: float = 1e-3
+    lr: float = 3e-4  # 1e-3 collapsed PPO on seed 1 (reward 0.36 -> 0.03 by step 20); 3e-4 is stable
     critic_lr: float = 2e-3
     ppo_epochs: int = 2
     clip_low: float = 0.2

@@ -66,8 +66,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="runs/agent/toy_rl")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--algos", nargs="+", default=["ppo", "grpo"])
-    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--algos", nargs="+", default=["ppo"])
+    ap.add_argument("--steps", type=int, default=30)
     a = ap.parse_args()
     print(json.dumps(run(a.out, a.seeds, a.algos, a.steps, progress=True), indent=1))
 
