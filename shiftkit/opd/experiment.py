@@ -38,12 +38,12 @@ class W2SConfig:
     out: str = "runs/weak_to_strong"
     reuse: str = ""  # a demo output dir: reuse its world/ and grpo_weak/seed*/ (same settings -> same runs)
     tasks: list[str] = dataclasses.field(default_factory=lambda: ["add", "mul"])
-    weak_steps: int = 700  # world SFT (the demo's defaults)
-    strong_steps: int = 500
+    weak_steps: int = 400  # world SFT (the demo's defaults)
+    strong_steps: int = 700
     rl_steps: int = 60  # weak GRPO teachers (the demo's defaults)
     rl_prompts: int = 16
     rl_group: int = 8
-    rl_lr: float = 2e-4
+    rl_lr: float = 6e-5
     comp_rl_steps: int = 60  # the add-only and mul-only weak GRPO teachers (seed 0, shared by all seeds)
     seeds: list[int] = dataclasses.field(default_factory=lambda: [0, 1, 2])
     methods: list[str] = dataclasses.field(default_factory=lambda: list(METHODS))
@@ -98,20 +98,30 @@ def _opd_cfg(cfg: W2SConfig, out: Path, seed: int, **kw):
     return OPDConfig(**base)
 
 
-def teachers(cfg: W2SConfig, out: Path, weak: str, weak_rl: dict | None = None) -> dict:
-    """The weak RL teachers: add+mul per seed (reused if given), and add-only / mul-only for composition."""
+def teachers(cfg: W2SConfig, out: Path, weak: str, weak_rl: dict | None = None, reuse: Path | None = None) -> dict:
+    """The weak RL teachers: add-only / mul-only (for composition), then add+mul per seed (given, reused
+    from a demo directory -- waiting for a run still in progress there -- or trained here)."""
     from shiftkit.experiments import rl_checkpoint
 
     common = dict(prompts_per_step=cfg.rl_prompts, group_size=cfg.rl_group, lr=cfg.rl_lr, eval_every=0,
                   eval_n=cfg.eval_n, threads=cfg.threads, progress=cfg.progress)
-    rl = dict(weak_rl or {})
-    for s in cfg.seeds:
-        if s not in rl:
-            rl[s] = rl_checkpoint(out / "grpo_weak" / f"seed{s}", weak, cfg.tasks, s, cfg.rl_steps, **common)
     comp = {}
     if "composition" in cfg.methods:
         for dom in cfg.tasks:
             comp[dom] = rl_checkpoint(out / f"grpo_weak_{dom}" / "seed0", weak, [dom], 0, cfg.comp_rl_steps, **common)
+    rl = dict(weak_rl or {})
+    for s in cfg.seeds:
+        if s in rl:
+            continue
+        if reuse is not None and (reuse / "grpo_weak" / f"seed{s}").exists():
+            t0 = time.time()
+            while not (p := _done_final(reuse / "grpo_weak" / f"seed{s}")):
+                if time.time() - t0 > 3600:
+                    raise ShiftkitError(f"{reuse}/grpo_weak/seed{s} did not finish within an hour")
+                time.sleep(10)
+            rl[s] = p
+            continue
+        rl[s] = rl_checkpoint(out / "grpo_weak" / f"seed{s}", weak, cfg.tasks, s, cfg.rl_steps, **common)
     return {"rl": rl, "comp": comp}
 
 
@@ -288,15 +298,17 @@ def run_experiment(config_path: str | None, overrides: list[str] | None) -> dict
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    world_dir = Path(cfg.reuse) / "world" if cfg.reuse else out / "world"
-    info = build_world(WorldConfig(out=str(world_dir), tasks=list(cfg.tasks), weak_steps=cfg.weak_steps,
-                                   strong_steps=cfg.strong_steps, eval_n=cfg.eval_n, threads=cfg.threads,
-                                   progress=cfg.progress))
+    if cfg.reuse:  # a demo's world and weak GRPO runs (read only; valid when the settings match the demo's)
+        wj = Path(cfg.reuse) / "world" / "world.json"
+        if not wj.exists():
+            raise ShiftkitError(f"reuse={cfg.reuse}: no world/world.json there (run `shiftkit demo` first)")
+        info = json.loads(wj.read_text())
+    else:
+        info = build_world(WorldConfig(out=str(out / "world"), tasks=list(cfg.tasks), weak_steps=cfg.weak_steps,
+                                       strong_steps=cfg.strong_steps, eval_n=cfg.eval_n, threads=cfg.threads,
+                                       progress=cfg.progress))
     weak, strong = info["models"]["weak"]["path"], info["models"]["strong"]["path"]
-    reused = {}
-    if cfg.reuse:  # the demo's weak GRPO runs (valid when the rl_* settings match the demo's)
-        reused = {s: p for s in cfg.seeds if (p := _done_final(Path(cfg.reuse) / "grpo_weak" / f"seed{s}"))}
-    tch = teachers(cfg, out, weak, reused)
+    tch = teachers(cfg, out, weak, reuse=Path(cfg.reuse) if cfg.reuse else None)
     res = run_methods(cfg, out, weak, strong, tch)
     base = _base_evals(cfg, out, weak, strong, tch)
     lines = report(cfg, out, res, base, "# Weak-to-strong transfer (Direct-OPD)", _settings(cfg))
@@ -313,8 +325,7 @@ def _done_final(run_dir: Path) -> str | None:
     return str(run_dir / "final") if (run_dir / "DONE").exists() else None
 
 
-DEMO = {"quick": dict(steps=2, prompts_per_step=2, samples_per_prompt=2, eval_every=0, comp_rl_steps=2, rl_prompts=4,
-                      rl_group=4),
+DEMO = {"quick": dict(steps=2, prompts_per_step=2, samples_per_prompt=2, eval_every=0, comp_rl_steps=2),
         "full": dict(steps=20, prompts_per_step=8, samples_per_prompt=4, eval_every=10, comp_rl_steps=30)}
 
 
@@ -324,7 +335,7 @@ def demo_stage(ctx: dict) -> dict:
     seed = dcfg.seeds[0]
     cfg = W2SConfig(out=str(ctx["out"] / "opd"), tasks=list(dcfg.tasks), seeds=[seed], eval_n=dcfg.eval_n,
                     eval_samples=min(8, dcfg.eval_samples), threads=dcfg.threads, progress=dcfg.progress,
-                    rl_lr=dcfg.rl_lr, **DEMO[ctx.get("preset", "full")])
+                    rl_lr=dcfg.rl_lr, rl_prompts=dcfg.rl_prompts, rl_group=dcfg.rl_group, **DEMO[ctx.get("preset", "full")])
     if ctx.get("preset") == "quick":
         cfg.max_new_tokens = 48
     out = Path(cfg.out)
