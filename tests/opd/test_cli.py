@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
+from shiftkit.cli import main
+
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "CUDA_VISIBLE_DEVICES": ""}
 COMMON = ["tasks=add:1", "steps=2", "prompts_per_step=2", "samples_per_prompt=2", "max_new_tokens=8", "lr=1e-3",
           "eval_every=0", "threads=1", "progress=false", "guard_patience=0"]
@@ -18,27 +20,30 @@ def _opd(*args):
                           timeout=300)
 
 
-def _bad(trio, tmp_path, student=None, teacher=None, ref=None, extra=()):
+def _bad(capsys, trio, tmp_path, student=None, teacher=None, ref=None, extra=()):
     out = tmp_path / "run"
-    p = _opd("--student", student or trio["student"], "--teacher", teacher or trio["teacher"], "--teacher-ref",
-             ref or trio["ref"], *COMMON, f"out={out}", *extra)
-    assert p.returncode == 2, p.stderr
-    lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr
+    capsys.readouterr()
+    rc = main(["opd", "--student", student or trio["student"], "--teacher", teacher or trio["teacher"],
+               "--teacher-ref", ref or trio["ref"], *COMMON, f"out={out}", *extra])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
     assert not (out / "DONE").exists() and not (out / "config.json").exists()
     return lines[0]
 
 
-def test_cli_bad_inputs_are_one_line_errors(trio, swapped_vocab_model, tmp_path):
-    assert "directory not found" in _bad(trio, tmp_path, student=str(tmp_path / "nope"))
-    assert "identical weights" in _bad(trio, tmp_path, ref=trio["teacher"])
-    assert "vocabulary entries differ" in _bad(trio, tmp_path, teacher=swapped_vocab_model)
+def test_cli_bad_inputs_are_one_line_errors(capsys, trio, swapped_vocab_model, tmp_path):
+    assert "directory not found" in _bad(capsys, trio, tmp_path, student=str(tmp_path / "nope"))
+    assert "identical weights" in _bad(capsys, trio, tmp_path, ref=trio["teacher"])
+    assert "vocabulary entries differ" in _bad(capsys, trio, tmp_path, teacher=swapped_vocab_model)
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
-    assert "holds no prompts" in _bad(trio, tmp_path, extra=[f"prompts={empty}", "tasks=[]"])
+    assert "holds no prompts" in _bad(capsys, trio, tmp_path, extra=[f"prompts={empty}", "tasks=[]"])
+    assert "unknown config key 'kl_coeff'" in _bad(capsys, trio, tmp_path, extra=["kl_coeff=1"])
 
 
-def test_cli_runs_with_a_prompt_file_and_json(trio, tmp_path):
+def test_cli_subprocess_prompt_file_and_json(trio, tmp_path):
     pf = tmp_path / "p.jsonl"
     pf.write_text('{"prompt": "1+2="}\n{"prompt": "7+5="}\n')
     p = _opd("--student", trio["student"], "--teacher", trio["teacher"], "--teacher-ref", trio["ref"], *COMMON,
