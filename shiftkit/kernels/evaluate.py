@@ -66,21 +66,33 @@ class EvalConfig:
     max_output_bytes: int = 1_000_000
     isolate_network: bool = True
     implausible_speedup: float = 10.0
+    timer: str = "auto"  # wall | cpu | auto (cpu for the cpu backend with 1 thread, else wall)
     reward: str = "milestone"  # milestone | log_speedup
     margin: float = 0.05
     cache_dir: str = ""  # "": $SHIFTKIT_KERNEL_CACHE or .cache/kernels
 
     def validate(self) -> None:
         get_backend(self.backend)
-        get_reward_fn(self.reward)
+        from shiftkit.kernels.reward import REWARDS
+
+        if self.reward not in REWARDS:
+            raise ShiftkitError(f"unknown reward {self.reward!r}; valid: {', '.join(REWARDS)}")
         if self.tolerance not in C.TOLERANCE_PRESETS:
             raise ShiftkitError(f"unknown tolerance {self.tolerance!r}; valid: {', '.join(C.TOLERANCE_PRESETS)}")
+        if self.timer not in ("wall", "cpu", "auto"):
+            raise ShiftkitError(f"unknown timer {self.timer!r}; valid: wall, cpu, auto")
         if self.trials < 1 or self.timed_calls < 1 or self.threads < 1:
             raise ShiftkitError("trials, timed_calls and threads must be >= 1")
 
     @property
     def cache(self) -> Path:
         return Path(self.cache_dir).resolve() if self.cache_dir else default_cache_dir()
+
+    @property
+    def effective_timer(self) -> str:
+        if self.timer != "auto":
+            return self.timer
+        return "cpu" if self.backend == "cpu" and self.threads == 1 else "wall"
 
     @property
     def secret(self) -> int:
@@ -391,19 +403,34 @@ def check_correctness(t: _Trials) -> bool:
 
 # ----------------------------------------------------------------------------- 7. profiling
 
-def time_calls(w: Worker, problem: Problem, config: EvalConfig, seed_base: int, secret: int | None) -> list[int]:
+def time_calls(w: Worker, problem: Problem, config: EvalConfig, seed_base: int, secret: int | None) -> tuple[list[int], list[int]]:
     """Warm-up, then ``timed_calls`` parent-timed calls, each on fresh inputs with an LLC flush before it."""
     mk = (lambda i: C.mix_seed(seed_base + i, secret)) if secret is not None else (lambda i: seed_base + i)
     h, _ = w.request({"cmd": "warmup", "n": config.warmup}, wire.dumps_tensors(problem.inputs(mk(0))))
     if not h.get("ok"):
         raise WorkerFailure(h.get("kind", "runtime_error"), h.get("error", "warm-up failed"), violations=h.get("violations"))
-    times = []
+    wall, cpu = [], []
     for i in range(config.timed_calls):
         h, _ = w.request({"cmd": "prep"}, wire.dumps_tensors(problem.inputs(mk(i))))
         if not h.get("ok"):
             raise WorkerFailure(h.get("kind", "runtime_error"), h.get("error", "prep failed"))
-        times.append(w.timed_call())
-    return times
+        t, c = w.timed_call()
+        wall.append(t)
+        cpu.append(c)
+    return wall, cpu
+
+
+def timing_summary(wall: list[int], cpu: list[int], timer: str) -> dict:
+    """Wall and on-CPU statistics; ``median_ms``/``iqr_ms`` follow the chosen timer."""
+    w = stats.summarize(wall)
+    d = {"wall_median_ms": w["median_ms"], "wall_iqr_ms": w["iqr_ms"], "times_ms": [x / 1e6 for x in wall], "n": w["n"]}
+    if cpu and min(cpu) >= 0:
+        c = stats.summarize(cpu)
+        d |= {"cpu_median_ms": c["median_ms"], "cpu_iqr_ms": c["iqr_ms"], "cpu_times_ms": [x / 1e6 for x in cpu]}
+    else:
+        timer = "wall"
+    src = "cpu" if timer == "cpu" else "wall"
+    return d | {"timer": src, "median_ms": d[f"{src}_median_ms"], "iqr_ms": d[f"{src}_iqr_ms"]}
 
 
 def _baseline_path(problem: Problem, config: EvalConfig, kind: str) -> Path:
@@ -412,7 +439,7 @@ def _baseline_path(problem: Problem, config: EvalConfig, kind: str) -> Path:
     import torch
 
     mid = hashlib.sha256(machine_id().encode()).hexdigest()[:10]
-    tag = f"{problem.hash}-{kind}-t{config.threads}-n{config.timed_calls}-w{config.warmup}-f{int(config.flush_llc)}-s{config.seed}"
+    tag = f"{problem.hash}-{kind}-t{config.threads}-n{config.timed_calls}-w{config.warmup}-f{int(config.flush_llc)}-s{config.seed}-v2"
     return config.cache / "baselines" / f"{mid}-torch{torch.__version__}" / f"{tag}.json"
 
 
@@ -421,14 +448,16 @@ def baseline_timing(problem: Problem, config: EvalConfig, kind: str) -> dict:
     cached per (machine, torch version, problem, timing settings)."""
     path = _baseline_path(problem, config, kind)
     if config.baseline_cache and path.is_file():
-        return json.loads(path.read_text()) | {"cached": True}
+        d = json.loads(path.read_text())
+        timer = config.effective_timer if f"{config.effective_timer}_median_ms" in d else "wall"
+        return d | {"timer": timer, "median_ms": d[f"{timer}_median_ms"], "iqr_ms": d[f"{timer}_iqr_ms"], "cached": True}
     w = start_worker(problem, None, [], config, mode="reference" if kind == "eager" else "compile")
     try:
         _load_in_worker(w, problem, config)
-        times = time_calls(w, problem, config, config.seed + 1000, None)
+        wall, cpu = time_calls(w, problem, config, config.seed + 1000, None)
     finally:
         w.close()
-    d = stats.summarize(times) | {"times_ms": [x / 1e6 for x in times]}
+    d = timing_summary(wall, cpu, config.effective_timer)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(d))
@@ -438,7 +467,7 @@ def baseline_timing(problem: Problem, config: EvalConfig, kind: str) -> dict:
 
 def profile(t: _Trials) -> dict:
     c = t.c
-    times = time_calls(t.w, t.p, c, c.seed + 1000, c.secret)
+    wall, cpu = time_calls(t.w, t.p, c, c.seed + 1000, c.secret)
     h, blob = t.w.request({"cmd": "collect"})
     if not h.get("ok"):
         raise WorkerFailure(h.get("kind", "runtime_error"), h.get("error", "collect failed"))
@@ -453,7 +482,7 @@ def profile(t: _Trials) -> dict:
             exp = t.expected(t.p.inputs(C.mix_seed(c.seed + 1000 + i, c.secret)))
             if not t.judge(exp, out, f"timed call {i}", "timed_output_mismatch"):
                 break
-    return stats.summarize(times) | {"times_ms": [x / 1e6 for x in times]}
+    return timing_summary(wall, cpu, c.effective_timer)
 
 
 # ----------------------------------------------------------------------------- the whole protocol

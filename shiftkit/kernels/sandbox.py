@@ -131,8 +131,26 @@ class Worker:
         self.send(header, blob)
         return self.recv()
 
-    def timed_call(self) -> int:
-        """One timed forward: parent-side wall clock around a 1-byte round trip."""
+    def cpu_ns(self) -> int:
+        """On-CPU time of all the worker's threads (kernel scheduler accounting, /proc/<pid>/task/*/schedstat)."""
+        total = 0
+        base = f"/proc/{self.proc.pid}/task"
+        try:
+            for tid in os.listdir(base):
+                try:
+                    with open(f"{base}/{tid}/schedstat") as f:
+                        total += int(f.read().split()[0])
+                except (OSError, ValueError, IndexError):
+                    continue
+        except OSError:
+            return -1
+        return total
+
+    def timed_call(self) -> tuple[int, int]:
+        """One timed forward: (wall ns, worker on-CPU ns), both measured here in the parent. Wall time is
+        ``perf_counter_ns`` around a 1-byte round trip; CPU time is the worker's scheduler accounting,
+        read before and after (robust to other processes competing for the cores)."""
+        c0 = self.cpu_ns()
         try:
             t0 = time.perf_counter_ns()
             self.conn.send_bytes(b"R")
@@ -148,7 +166,8 @@ class Worker:
             header, _ = wire.unpack(msg)
             raise WorkerFailure(header.get("kind", "runtime_error"), header.get("error", "forward failed"),
                                 violations=header.get("violations"))
-        return t1 - t0
+        c1 = self.cpu_ns()
+        return t1 - t0, (c1 - c0) if c0 >= 0 and c1 >= 0 else -1
 
     def threads(self) -> int:
         try:

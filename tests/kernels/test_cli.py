@@ -84,3 +84,9 @@ def test_import_kernelbench_scale_cpu(tmp_path, capsys):
 def test_import_kernelbench_missing_dir_is_user_error(tmp_path, capsys):
     rc = main(["kernels", "import-kernelbench", str(tmp_path), "--level", "1"])
     assert rc == 2 and "no KernelBench level-1" in capsys.readouterr().err
+
+
+def test_kernels_eval_bad_reward_is_user_error(capsys):
+    rc = main(["kernels", "eval", "--problem", str(PROBLEMS / "rowsum_scale.py"), "--solution",
+               str(SOLUTIONS / "rowsum_scale" / "correct.py"), "reward=fastest"])
+    assert rc == 2 and "valid: milestone, log_speedup" in capsys.readouterr().err

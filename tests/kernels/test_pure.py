@@ -316,3 +316,11 @@ def test_cuda_backend_unavailable_is_a_clean_user_error():
     with pytest.raises(ShiftkitError, match="not available here"):
         evaluate(PROBLEMS / "scale_shift_clamp.py", ROOT / "cuda" / "scale_shift_clamp_correct.py",
                  EvalConfig(backend="cuda"))
+
+
+def test_every_finding_code_is_documented():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "kernels.md").read_text()
+    missing = [c for c in CODES if f"`{c}`" not in doc]
+    assert not missing, missing
