@@ -92,6 +92,17 @@ def test_timing_only_cache_passes_without_recheck():
     assert r.correct
 
 
+def test_hardcoded_seed_defeated_by_secret_seed():
+    r = _eval("hardcoded_seed", SSC)
+    assert not r.correct and {"output_mismatch", "degenerate_output"} & set(r.codes()), r.codes(None)
+
+
+def test_hardcoded_seed_passes_when_the_secret_is_known():
+    """The threat is real: with the secret known (0) and no fresh-seed shape variants, it passes."""
+    r = _eval("hardcoded_seed", SSC, secret_seed=0, shape_variants=False)
+    assert r.correct, (r.codes(None), r.reason)
+
+
 def test_constant_output_on_degenerate_task_not_admitted():
     r = _eval("constant_output_degenerate", "degenerate_max_minus_mean")
     assert "degenerate_problem" in r.codes() and r.reward == 0.0 and not r.correct
