@@ -31,8 +31,8 @@ from shiftkit.io import atomic_write_json, atomic_write_text
 @dataclasses.dataclass
 class DemoConfig:
     tasks: list[str] = dataclasses.field(default_factory=lambda: ["add", "mul"])
-    weak_steps: int = 300
-    strong_steps: int = 600
+    weak_steps: int = 400
+    strong_steps: int = 700
     rl_steps: int = 60
     rl_prompts: int = 16
     rl_group: int = 8

@@ -21,8 +21,8 @@ class WorldConfig:
     out: str = "runs/world"
     tasks: list[str] = dataclasses.field(default_factory=lambda: ["add", "mul"])
     error_rate: float = 0.6
-    weak_steps: int = 300
-    strong_steps: int = 600
+    weak_steps: int = 400
+    strong_steps: int = 700
     batch_size: int = 64
     lr: float = 3e-3
     seed: int = 0
