@@ -1,6 +1,6 @@
 """Time per Direct-OPD step, its phase breakdown, and TRL's on-policy distillation step, side by side.
 
-Toy sizes: student = STRONG_SPEC Qwen3 (1.25M params), teacher and reference = WEAK_SPEC (0.15M), char
+Toy sizes: student = STRONG_SPEC Qwen3, teacher and reference = WEAK_SPEC (sizes in the results JSON), char
 tokenizer, fresh random weights (so every completion runs the full ``--max-new-tokens``: both
 trainers do the same amount of generation). Same batch (``--prompts`` prompts x 1 completion),
 same max completion length, temperature 1, one optimizer step per batch.
@@ -36,7 +36,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from shiftkit.io import atomic_write_json, read_jsonl  # noqa: E402
-from shiftkit.models import STRONG_SPEC, WEAK_SPEC, make_char_tokenizer, make_tiny_model, save_model  # noqa: E402
+from shiftkit.models import (STRONG_SPEC, WEAK_SPEC, make_char_tokenizer, make_tiny_model, num_params,  # noqa: E402
+                             save_model)
 from shiftkit.tasks import Mixture  # noqa: E402
 
 PHASES = ("time/sample", "time/student_forward", "time/teacher_score", "time/ref_score", "time/anchor_score",
@@ -104,10 +105,12 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     tmp = tempfile.TemporaryDirectory()
     tok = make_char_tokenizer()
-    paths = {}
+    paths, params = {}, {}
     for name, spec, seed in (("student", STRONG_SPEC, 0), ("teacher", WEAK_SPEC, 1), ("ref", WEAK_SPEC, 2)):
         paths[name] = f"{tmp.name}/{name}"
-        save_model(make_tiny_model(spec, len(tok), seed=seed), tok, paths[name])
+        m = make_tiny_model(spec, len(tok), seed=seed)
+        params[name] = num_params(m)
+        save_model(m, tok, paths[name])
     ours: list[dict] = []
     theirs: list[float] = []
     for r in range(a.repeats):
@@ -126,7 +129,8 @@ def main() -> None:
                     for x in ours]
     res = {
         "what": "seconds per on-policy distillation step (sample + score + loss + backward + optimizer step)",
-        "models": {"student": "STRONG_SPEC Qwen3 1.25M (random init)", "teacher/ref": "WEAK_SPEC Qwen3 0.15M (random)"},
+        "models": {"student": f"STRONG_SPEC Qwen3, {params['student']:,} params (random init)",
+                   "teacher/ref": f"WEAK_SPEC Qwen3, {params['teacher']:,} params (random init)"},
         "batch": {"prompts": a.prompts, "completions_per_prompt": 1, "max_new_tokens": a.max_new_tokens},
         "threads": a.threads, "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(), "load_avg_at_end": os.getloadavg(),

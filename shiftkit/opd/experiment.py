@@ -113,6 +113,9 @@ def teachers(cfg: W2SConfig, out: Path, weak: str, weak_rl: dict | None = None, 
     for s in cfg.seeds:
         if s in rl:
             continue
+        if (p := _done_final(out / "grpo_weak" / f"seed{s}")):  # trained here by an earlier run
+            rl[s] = p
+            continue
         if reuse is not None and (reuse / "grpo_weak" / f"seed{s}").exists():
             t0 = time.time()
             while not (p := _done_final(reuse / "grpo_weak" / f"seed{s}")):
@@ -178,7 +181,9 @@ def _curves(out: Path, cfg: W2SConfig) -> dict:
                     if "eval/greedy_acc" in r:
                         if i > 0 and r["step"] == 0:
                             continue  # a stage's step-0 eval repeats the previous stage's last one
-                        pts[r.get("global_step", r["step"])] = r["eval/greedy_acc"]
+                        # an eval on a training row is taken after that step's update
+                        x = r.get("global_step", r["step"]) + (1 if "loss" in r else 0)
+                        pts[x] = r["eval/greedy_acc"]
             per_seed.append(pts)
         steps = sorted(set.intersection(*[set(p) for p in per_seed])) if per_seed and all(per_seed) else []
         curves[m] = (steps, [float(np.mean([p[x] for p in per_seed])) for x in steps])
@@ -282,7 +287,7 @@ def _base_evals(cfg: W2SConfig, out: Path, weak: str, strong: str, tch: dict) ->
 
 
 def _settings(cfg: W2SConfig) -> str:
-    return (f"Student = strong SFT (1.25M params), teacher pair = weak SFT (0.15M) before/after GRPO. Every method: "
+    return (f"Student = the strong SFT model, teacher pair = the weak SFT model before/after GRPO. Every method: "
             f"{cfg.steps} student steps x {cfg.prompts_per_step} prompts x {cfg.samples_per_prompt} samples, lr {cfg.lr}, "
             f"AdamW; Direct-OPD: K={cfg.top_k}, fp32 scorers, k3 KL to the student's start, kl_mode={cfg.kl_mode} "
             f"(alpha0 2.5, eps 0.01, [0.5, 2.5]); vanilla OPD without KL; composition: {cfg.steps // 2}+"

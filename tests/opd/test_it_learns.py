@@ -6,7 +6,7 @@ is mostly "carry the last column". The student is the reference itself (self-tra
 where the student's states are on the pair's distribution). Accuracy is measured greedily on the
 held-out problems where the carry matters. Measured on this machine: 13.8% -> 22.1% (teacher 27.6%).
 
-Why not a GRPO teacher: GRPO on these 0.15M-parameter models moved held-out accuracy by at most +5
+Why not a GRPO teacher: GRPO on these weak-spec models moved held-out accuracy by at most +5
 points in 30-60 steps (and down at lr >= 2e-4), too little for a reliable minute-long test; the
 weak-to-strong experiment uses the real GRPO teachers. Why not a different student: on a sibling
 student's own samples Delta is dominated by the pair's disagreement on digits (noise of 1-3 nats),
