@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import sys
 import json
 import time
 from pathlib import Path
@@ -225,10 +226,10 @@ def run_demo(preset: str = "full", out: str = "runs/demo", overrides: list[str] 
             results["timings"][name] = "not available in this build"
             continue
         t0 = time.time()
-        print(f"[demo] stage {name} ...", flush=True)
+        print(f"[demo] stage {name} ...", file=sys.stderr, flush=True)
         results[name] = fn(ctx)
         results["timings"][name] = round(time.time() - t0, 1)
-        print(f"[demo] stage {name} done in {results['timings'][name]} s", flush=True)
+        print(f"[demo] stage {name} done in {results['timings'][name]} s", file=sys.stderr, flush=True)
     results["timings"]["total"] = round(time.time() - t_all, 1)
     report += [f"# shiftkit demo report (preset: {preset})", "",
                f"Total wall time: {results['timings']['total']} s on this machine. Stage timings (s): "
