@@ -40,5 +40,6 @@ def test_direct_opd_raises_accuracy_along_the_pair_shift(tmp_path):
     task = get_task(T)
     problems = [p for p in eval_set([T], 400) if task.trace_would_err(p)]
     before, after, teach = (_carry_acc(p, problems, task) for p in (ref, s["out"], teacher))
+    print(f"carry-sensitive greedy accuracy: student {before:.3f} -> {after:.3f} (teacher {teach:.3f})")
     assert teach > before + 0.05, "the pair must carry a shift for this test to mean anything"
     assert after > before + 0.04, (before, after, teach)
