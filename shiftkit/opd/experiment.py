@@ -331,7 +331,7 @@ def _done_final(run_dir: Path) -> str | None:
 
 
 DEMO = {"quick": dict(steps=2, prompts_per_step=2, samples_per_prompt=2, eval_every=0, comp_rl_steps=2),
-        "full": dict(steps=20, prompts_per_step=8, samples_per_prompt=4, eval_every=10, comp_rl_steps=30)}
+        "full": dict(steps=16, prompts_per_step=8, samples_per_prompt=4, eval_every=8, comp_rl_steps=20)}
 
 
 def demo_stage(ctx: dict) -> dict:
