@@ -3,7 +3,7 @@
 One interface for all policy-gradient style objectives (GRPO, Direct-OPD, vanilla OPD, agentic
 multi-turn RL): the caller supplies a **per-token advantage** ``adv_BT`` and a token mask, and
 :func:`policy_loss` turns it into a loss. GRPO broadcasts a sequence advantage to its tokens; OPD
-methods compute a dense per-token signal (see :mod:`shiftkit.opd.signals`). Nothing here reads a
+methods compute a dense per-token signal (the "Direct-OPD signals" section at the end of this module). Nothing here reads a
 config object or ``self``; every function returns plain tensors or ``(loss, metrics)``.
 
 Shapes: ``B`` rows (completions), ``T`` completion tokens, ``G`` group size, ``V`` vocabulary.
