@@ -25,6 +25,7 @@ import copy
 import dataclasses
 import json
 import random
+import sys
 import time
 from pathlib import Path
 
@@ -248,7 +249,7 @@ def warm_start(cfg: AgenticRLConfig, progress: bool = False) -> Path:
             g["lr"] = cfg.warm_lr * min(1.0, (s + 1) / 20) * (0.1 + 0.9 * (1 - s / cfg.warm_steps))
         losses.append(masked_sft_step(model, opt, demo_rows(tok, rng, cfg.warm_batch, cfg.warm_p_correct), tok.pad_token_id))
         if progress and s % 50 == 0:
-            print(f"warm {s} loss {losses[-1]:.3f}", flush=True)
+            print(f"warm {s} loss {losses[-1]:.3f}", file=sys.stderr, flush=True)
     save_model(model, tok, path, extra_files={"warm_start.json": json.dumps({"steps": cfg.warm_steps, "final_loss": losses[-1]})})
     del load_model_and_tokenizer
     return path
@@ -391,7 +392,8 @@ def run_agentic_rl(cfg: AgenticRLConfig, progress: bool = False) -> dict:
         log.write(row)
         if progress:
             print(f"[{cfg.algo} s{cfg.seed}] step {step + 1} reward {row['reward']:.3f} " +
-                  (f"eval {row.get('eval/success', float('nan')):.3f}" if "eval/success" in row else ""), flush=True)
+                  (f"eval {row.get('eval/success', float('nan')):.3f}" if "eval/success" in row else ""), file=sys.stderr,
+                  flush=True)
     log.close()
     k = max(1, min(5, len(rewards_hist) // 4))
     summary.update({"steps": cfg.steps, "train_seconds": round(time.time() - t_start, 1),
