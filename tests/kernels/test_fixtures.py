@@ -25,7 +25,9 @@ CORRECT = [
 WRONG = [
     ("kb_l1_19_ReLU", "wrong_off_by_one.py", "output_mismatch", 1),
     ("kb_l1_47_Sum_reduction_over_a_dimension", "wrong_axis.py", "output_mismatch", 1),
-    ("row_softmax", "wrong_race.py", ("output_mismatch", "nondeterministic"), 2),
+    # a data race shows up at whichever check it happens to hit first (nondeterministic by nature)
+    ("row_softmax", "wrong_race.py", ("output_mismatch", "nondeterministic", "shape_variant_mismatch",
+                                      "timed_output_mismatch"), 2),
 ]
 
 
