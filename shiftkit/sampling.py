@@ -116,48 +116,53 @@ def sample(
     B = len(prompts)
     ids_BP, mask_BP = encode_prompts(tokenizer, prompts, device)
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
-    gens = None
-    if not greedy:
+    u_BT = None
+    if not greedy:  # row b's t-th uniform comes from its own stream, whatever else is in the batch
         seeds = row_seeds if row_seeds is not None else [seed + b for b in range(B)]
-        gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
+        u_BT = torch.stack([torch.rand(max_new_tokens, generator=torch.Generator().manual_seed(int(s)))
+                            for s in seeds]).to(device)
 
     cache = DynamicCache(config=model.config)
-    mask_BL = mask_BP
-    out = model(input_ids=ids_BP, attention_mask=mask_BL, position_ids=_positions(mask_BL), cache=cache,
+    mask_AL = mask_BP  # A = rows still generating; finished rows are dropped from the batch and the cache
+    out = model(input_ids=ids_BP, attention_mask=mask_AL, position_ids=_positions(mask_AL), cache=cache,
                 use_cache=True, logits_to_keep=1)
     cache = out.cache
-    logits_BV = out.logits[:, -1]
-    pos_B = _positions(mask_BL)[:, -1]
-    toks, lps = [], []
-    done_B = torch.zeros(B, dtype=torch.bool, device=device)
-    alive_BT = []
+    logits_AV = out.logits[:, -1]
+    pos_A = _positions(mask_AL)[:, -1]
+    rows_A = torch.arange(B, device=device)
+    comp_BT = torch.full((B, max_new_tokens), pad, dtype=torch.long, device=device)
+    cmask_BT = torch.zeros((B, max_new_tokens), dtype=torch.long, device=device)
+    logp_BT = torch.zeros((B, max_new_tokens), dtype=torch.float32, device=device)
+    T = 0
     for t in range(max_new_tokens):
         if greedy:
-            logp_BV = logits_BV.float().log_softmax(-1)
-            tok_B = logp_BV.argmax(-1)
+            logp_AV = logits_AV.float().log_softmax(-1)
+            tok_A = logp_AV.argmax(-1)
         else:
-            logp_BV = process_logits(logits_BV, temperature, top_p)
-            u_B = torch.stack([torch.rand((), generator=g) for g in gens]).to(device)
-            cdf_BV = logp_BV.exp().cumsum(-1)
-            tok_B = torch.searchsorted(cdf_BV, (u_B * cdf_BV[:, -1]).unsqueeze(-1)).squeeze(-1)
-            tok_B = tok_B.clamp(max=logp_BV.shape[-1] - 1)
-        lp_B = logp_BV.gather(-1, tok_B[:, None]).squeeze(-1)
-        alive_BT.append(~done_B)
-        tok_B = torch.where(done_B, torch.full_like(tok_B, pad), tok_B)
-        toks.append(tok_B)
-        lps.append(torch.where(done_B, torch.zeros_like(lp_B), lp_B))
-        done_B = done_B | (tok_B == eos)
-        if bool(done_B.all()) or t == max_new_tokens - 1:
+            logp_AV = process_logits(logits_AV, temperature, top_p)
+            cdf_AV = logp_AV.exp().cumsum(-1)
+            u_A = u_BT[rows_A, t]
+            tok_A = torch.searchsorted(cdf_AV, (u_A * cdf_AV[:, -1]).unsqueeze(-1)).squeeze(-1)
+            tok_A = tok_A.clamp(max=logp_AV.shape[-1] - 1)
+        comp_BT[rows_A, t] = tok_A
+        cmask_BT[rows_A, t] = 1
+        logp_BT[rows_A, t] = logp_AV.gather(-1, tok_A[:, None]).squeeze(-1)
+        T = t + 1
+        keep_A = tok_A != eos
+        if not bool(keep_A.any()) or t == max_new_tokens - 1:
             break
-        mask_BL = torch.cat([mask_BL, torch.ones(B, 1, dtype=mask_BL.dtype, device=device)], 1)
-        pos_B = pos_B + 1
-        out = model(input_ids=tok_B[:, None], attention_mask=mask_BL, position_ids=pos_B[:, None], cache=cache,
+        if not bool(keep_A.all()):  # compact: finished rows leave the batch and the KV cache
+            idx = keep_A.nonzero().squeeze(-1)
+            for layer in cache.layers:
+                layer.batch_select_indices(idx)
+            rows_A, tok_A, mask_AL, pos_A = rows_A[idx], tok_A[idx], mask_AL[idx], pos_A[idx]
+        mask_AL = torch.cat([mask_AL, torch.ones(len(rows_A), 1, dtype=mask_AL.dtype, device=device)], 1)
+        pos_A = pos_A + 1
+        out = model(input_ids=tok_A[:, None], attention_mask=mask_AL, position_ids=pos_A[:, None], cache=cache,
                     use_cache=True)
         cache = out.cache
-        logits_BV = out.logits[:, -1]
-    comp_BT = torch.stack(toks, 1)
-    cmask_BT = torch.stack(alive_BT, 1).long()
-    logp_BT = torch.stack(lps, 1)
+        logits_AV = out.logits[:, -1]
+    comp_BT, cmask_BT, logp_BT = comp_BT[:, :T], cmask_BT[:, :T], logp_BT[:, :T]
     eos_B = ((comp_BT == eos) & cmask_BT.bool()).any(-1)
     texts = [tokenizer.decode(comp_BT[b][cmask_BT[b].bool()].tolist(), skip_special_tokens=True) for b in range(B)]
     model.train(was_training)
