@@ -198,12 +198,3 @@ def load_config(
 def to_dict(cfg: Any) -> dict[str, Any]:
     """A JSON-serialisable dict of a config dataclass."""
     return dataclasses.asdict(cfg)
-
-
-def replace(cfg: T, **changes: Any) -> T:
-    """``dataclasses.replace`` that also re-runs ``validate()``."""
-    new = dataclasses.replace(cfg, **changes)
-    validate = getattr(new, "validate", None)
-    if callable(validate):
-        validate()
-    return new

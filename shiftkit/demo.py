@@ -98,6 +98,7 @@ def stage_world(ctx: dict) -> dict:
 
 def stage_grpo(ctx: dict) -> dict:
     from shiftkit.experiments import rl_checkpoint
+    from shiftkit.runs import read_summary
 
     cfg: DemoConfig = ctx["cfg"]
 
@@ -107,15 +108,10 @@ def stage_grpo(ctx: dict) -> dict:
         path = rl_checkpoint(out, ctx["weak"], cfg.tasks, seed, cfg.rl_steps, cfg.rl_prompts, cfg.rl_group,
                              cfg.rl_lr, cfg.rl_eval_every, cfg.eval_n, cfg.threads, cfg.progress)
         ev = _cached_eval(path, cfg, out / "eval_final.json")
-        summ = RunDir_summary(out)
+        summ = read_summary(out)
         runs[seed] = {"path": path, "train_seconds": summ.get("train_seconds"), **ev}
     ctx["weak_rl"] = {seed: r["path"] for seed, r in runs.items()}
     return {"runs": runs}
-
-
-def RunDir_summary(path: Path) -> dict:
-    p = Path(path) / "summary.json"
-    return json.loads(p.read_text()) if p.exists() else {}
 
 
 STAGES = {"world": stage_world, "grpo": stage_grpo}

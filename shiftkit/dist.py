@@ -48,13 +48,6 @@ class Dist:
         if self.world > 1:
             dist.barrier()
 
-    def gather_objects(self, obj) -> list:
-        if self.world == 1:
-            return [obj]
-        out = [None] * self.world
-        dist.all_gather_object(out, obj)
-        return out
-
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
     return model.module if hasattr(model, "module") else model

@@ -15,7 +15,6 @@ import io
 import logging
 import os
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -158,11 +157,6 @@ def num_params(model: torch.nn.Module) -> int:
 # --------------------------------------------------------------------------------------------------
 # Loading and saving
 # --------------------------------------------------------------------------------------------------
-
-def _looks_like_path(name: str) -> bool:
-    return name.startswith((".", "/", "~")) or os.sep in name.rstrip(os.sep).split(os.sep, 1)[-1] or \
-        Path(name).exists()
-
 
 def check_model_source(name: str | os.PathLike, what: str = "model") -> str:
     """Validate a model path or hub id before loading; return it as a string."""

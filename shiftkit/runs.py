@@ -103,5 +103,10 @@ class RunDir:
         shutil.rmtree(self.path / "checkpoints", ignore_errors=True)
 
     def summary(self) -> dict[str, Any]:
-        p = self.path / "summary.json"
-        return json.loads(p.read_text()) if p.exists() else {}
+        return read_summary(self.path)
+
+
+def read_summary(run_dir: str | Path) -> dict[str, Any]:
+    """A run directory's summary.json ({} if the run has not finished)."""
+    p = Path(run_dir) / "summary.json"
+    return json.loads(p.read_text()) if p.exists() else {}

@@ -33,18 +33,6 @@ class Rollouts:
     eos_B: torch.Tensor  # bool: the row stopped at EOS (not truncated)
     texts: list[str]
 
-    @property
-    def lengths_B(self) -> torch.Tensor:
-        return self.completion_mask_BT.sum(-1)
-
-    def select(self, idx) -> "Rollouts":
-        if isinstance(idx, slice):
-            texts = self.texts[idx]
-        else:
-            texts = [self.texts[i] for i in (idx.tolist() if torch.is_tensor(idx) else idx)]
-        return Rollouts(self.prompt_ids_BP[idx], self.prompt_mask_BP[idx], self.completion_ids_BT[idx],
-                        self.completion_mask_BT[idx], self.logp_BT[idx], self.eos_B[idx], texts)
-
 
 def encode_prompts(tokenizer, prompts: list[str], device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
     """Left-padded prompt ids and mask (no special tokens are added)."""

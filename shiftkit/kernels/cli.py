@@ -8,12 +8,9 @@ Other modules add subcommands by appending a ``register(kernels_subparsers)`` ca
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from shiftkit.errors import ShiftkitError
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:

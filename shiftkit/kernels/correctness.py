@@ -134,7 +134,6 @@ def degeneracy(out: Any, atol: float, rtol: float) -> str | None:
 
 def same_outputs(a: Any, b: Any, atol: float, rtol: float) -> bool:
     """Pure: are two outputs indistinguishable within tolerance (used for input-sensitivity)."""
-    import torch
 
     ta, tb = _flat_float(a), _flat_float(b)
     if len(ta) != len(tb) or not ta:

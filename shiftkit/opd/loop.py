@@ -351,7 +351,7 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
             r_lp_BTK = losses.gather_logprobs(r_logits_BTV, ids_BTK)
             if cfg.reward_mode == "sampled":
                 adv_BTK = losses.direct_opd_sampled(t_lp_BTK, r_lp_BTK, scale=cfg.reward_scale, clip=cfg.delta_clip)
-                delta_BTK, w_BTK = adv_BTK, torch.ones_like(adv_BTK)
+                delta_BTK = adv_BTK
             else:
                 adv_BTK, w_BTK, delta_BTK = losses.direct_opd_candidates(s_lp_BTK, t_lp_BTK, r_lp_BTK,
                                                                          scale=cfg.reward_scale, clip=cfg.delta_clip)
@@ -361,7 +361,7 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
                 adv_BTK = adv_BTK * keep_BT.unsqueeze(-1)
         else:
             adv_BTK = losses.vanilla_opd_advantage(s_lp_BTK, t_lp_BTK, scale=cfg.reward_scale)
-            delta_BTK, w_BTK = adv_BTK, torch.ones_like(adv_BTK)
+            delta_BTK = adv_BTK
         rewards_B = None
         if mixture is not None:
             rewards_B = torch.tensor([mixture.reward(problems[i], roll.texts[k * G + j])

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import time
 from dataclasses import field
 from pathlib import Path
@@ -527,7 +526,7 @@ def merge(base_dir, expert_dirs: list[str | Path], out, cfg: MergeConfig | None 
 
     cfg = cfg or MergeConfig()
     _set_threads(cfg.threads)
-    fn = get_method(cfg.method)
+    get_method(cfg.method)  # fail fast on an unknown method name, before any I/O
     if len(expert_dirs) < 1:
         raise ShiftkitError("merge needs at least one expert")
     weights = cfg.weights or [1.0] * len(expert_dirs)
