@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-AGGREGATIONS = ("token_mean", "seq_mean", "seq_sum_token_mean")
+AGGREGATIONS = ("token_mean", "seq_mean")
 
 
 def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim=None) -> torch.Tensor:
@@ -46,7 +46,7 @@ def aggregate(loss_BT: torch.Tensor, mask_BT: torch.Tensor, mode: str = "token_m
         has_tok_B = mask_BT.sum(-1) > 0
         denom = has_tok_B.float().sum() if num_seqs is None else torch.as_tensor(float(num_seqs))
         return masked_sum(per_seq_B, has_tok_B) / denom.clamp(min=1.0)
-    raise ValueError(f"unknown aggregation '{mode}' (use one of {AGGREGATIONS[:2]})")
+    raise ValueError(f"unknown aggregation '{mode}' (use one of {', '.join(AGGREGATIONS)})")
 
 
 def group_advantages(rewards_B: torch.Tensor, group_size: int, scale: str = "std", eps: float = 1e-6) -> torch.Tensor:
@@ -67,10 +67,37 @@ def group_advantages(rewards_B: torch.Tensor, group_size: int, scale: str = "std
     return adv_NG.reshape(-1)
 
 
-def kl_k3(logp_BT: torch.Tensor, ref_logp_BT: torch.Tensor) -> torch.Tensor:
-    """Schulman's k3 estimator of KL(pi || ref) per token: exp(r) - r - 1 with r = ref - logp (>= 0)."""
+K3_LOG_RATIO_CLAMP = 20.0  # verl's low_var_kl: the log-ratio is clamped to [-20, 20] ...
+K3_VALUE_CLAMP = 10.0  # ... and the per-token k3 to [-10, 10] (slime clamps the value the same way)
+
+
+def kl_k3(logp_BT: torch.Tensor, ref_logp_BT: torch.Tensor, clamp: bool = True) -> torch.Tensor:
+    """Schulman's k3 estimator of KL(pi || ref) per token: exp(r) - r - 1 with r = ref - logp (>= 0).
+
+    ``clamp`` (default, as verl's ``low_var_kl``): ``r`` is clamped to [-20, 20] and the result to at
+    most 10, so a token the policy has made very unlikely cannot overflow the loss; where a clamp is
+    active the token's KL gradient is 0. ``clamp=False``: the raw estimator.
+    """
     r_BT = ref_logp_BT - logp_BT
-    return torch.expm1(r_BT) - r_BT
+    if clamp:
+        r_BT = r_BT.clamp(-K3_LOG_RATIO_CLAMP, K3_LOG_RATIO_CLAMP)
+    kl_BT = torch.expm1(r_BT) - r_BT
+    return kl_BT.clamp(-K3_VALUE_CLAMP, K3_VALUE_CLAMP) if clamp else kl_BT
+
+
+def _clipped_surrogate(ratio: torch.Tensor, adv: torch.Tensor, clip_low: float | None,
+                       clip_high: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A)`` and where the clipped term won.
+
+    ``clip_high=None`` means "same as ``clip_low``"; ``clip_low=None`` leaves the lower side unbounded,
+    so ``clip_low=None, clip_high=h`` clips the ratio above only; both ``None``: no clipping.
+    """
+    pg1 = ratio * adv
+    hi = clip_low if clip_high is None else clip_high
+    if clip_low is None and hi is None:
+        return pg1, torch.zeros_like(pg1, dtype=torch.bool)
+    pg2 = ratio.clamp(None if clip_low is None else 1.0 - clip_low, None if hi is None else 1.0 + hi) * adv
+    return torch.minimum(pg1, pg2), pg2 < pg1
 
 
 def policy_loss(
@@ -88,22 +115,16 @@ def policy_loss(
     """The shared policy-gradient surrogate for every algorithm here.
 
     ``loss_t = -min(ratio_t * A_t, clip(ratio_t, 1-clip_low, 1+clip_high) * A_t)`` with
-    ``ratio_t = exp(logp_t - old_logp_t)``. With ``clip_low=None`` it is the plain on-policy
-    REINFORCE surrogate ``-ratio_t * A_t`` (gradient ``-A_t * grad logp_t`` at ratio 1).
+    ``ratio_t = exp(logp_t - old_logp_t)``. ``clip_high=None``: same as ``clip_low``;
+    ``clip_low=None``: no lower clip (with ``clip_high`` set, the ratio is clipped above only).
+    With neither it is the plain on-policy REINFORCE surrogate ``-ratio_t * A_t`` (gradient
+    ``-A_t * grad logp_t`` at ratio 1).
     """
     valid_BT = mask_BT.bool()
     # where() (not a multiply) so NaN/inf at padded slots can't reach values or gradients
     ratio_BT = torch.exp(torch.where(valid_BT, logp_BT - old_logp_BT.detach(), torch.zeros_like(logp_BT)))
     adv_BT = torch.where(valid_BT, adv_BT, torch.zeros_like(adv_BT))
-    pg1_BT = ratio_BT * adv_BT
-    if clip_low is None:
-        surrogate_BT = pg1_BT
-        clipped_BT = torch.zeros_like(pg1_BT, dtype=torch.bool)
-    else:
-        hi = clip_low if clip_high is None else clip_high
-        pg2_BT = ratio_BT.clamp(1.0 - clip_low, 1.0 + hi) * adv_BT
-        surrogate_BT = torch.minimum(pg1_BT, pg2_BT)
-        clipped_BT = pg2_BT < pg1_BT
+    surrogate_BT, clipped_BT = _clipped_surrogate(ratio_BT, adv_BT, clip_low, clip_high)
     loss = aggregate(-surrogate_BT, mask_BT, aggregation, num_tokens, num_seqs)
     m = mask_BT.bool()
     metrics = {
@@ -114,11 +135,11 @@ def policy_loss(
 
 
 def kl_penalty(logp_BT, ref_logp_BT, mask_BT, coef: float | torch.Tensor, aggregation: str = "token_mean",
-               num_tokens=None, num_seqs=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``coef * aggregate(k3)``; returns (loss, mean k3 over valid tokens)."""
+               num_tokens=None, num_seqs=None, clamp: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """``coef * aggregate(k3)`` (``clamp``: see :func:`kl_k3`); returns (loss, mean k3 over valid tokens)."""
     valid_BT = mask_BT.bool()
     ref_BT = ref_logp_BT.detach()
-    kl_BT = kl_k3(torch.where(valid_BT, logp_BT, ref_BT), ref_BT)  # 0 (and no NaN grads) at padding
+    kl_BT = kl_k3(torch.where(valid_BT, logp_BT, ref_BT), ref_BT, clamp)  # 0 (and no NaN grads) at padding
     return coef * aggregate(kl_BT, mask_BT, aggregation, num_tokens, num_seqs), masked_mean(kl_BT, mask_BT).detach()
 
 
@@ -228,15 +249,7 @@ def candidate_policy_loss(
     valid_BTK = valid_BT1.expand_as(logp_BTK)
     ratio_BTK = torch.exp(torch.where(valid_BTK, logp_BTK - old_logp_BTK.detach(), torch.zeros_like(logp_BTK)))
     adv_BTK = torch.where(valid_BTK, adv_BTK.detach(), torch.zeros_like(adv_BTK))
-    pg1_BTK = ratio_BTK * adv_BTK
-    if clip_low is None:
-        surrogate_BTK = pg1_BTK
-        clipped_BTK = torch.zeros_like(pg1_BTK, dtype=torch.bool)
-    else:
-        hi = clip_low if clip_high is None else clip_high
-        pg2_BTK = ratio_BTK.clamp(1.0 - clip_low, 1.0 + hi) * adv_BTK
-        surrogate_BTK = torch.minimum(pg1_BTK, pg2_BTK)
-        clipped_BTK = pg2_BTK < pg1_BTK
+    surrogate_BTK, clipped_BTK = _clipped_surrogate(ratio_BTK, adv_BTK, clip_low, clip_high)
     loss = aggregate(-surrogate_BTK.sum(-1), mask_BT, aggregation, num_tokens, num_seqs)
     m = mask_BT.bool()
     metrics = {

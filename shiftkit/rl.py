@@ -46,10 +46,11 @@ class GRPOConfig:
     grad_clip: float = 1.0
     aggregation: str = "token_mean"  # token_mean | seq_mean
     adv_scale: str = "std"  # std (GRPO) | none (Dr. GRPO)
-    clip_low: float = 0.0  # PPO clip; 0 = off (pure on-policy REINFORCE surrogate)
+    clip_low: float = 0.0  # PPO clip; 0 = no lower clip (and clip_high 0 too: no clipping, REINFORCE surrogate)
     clip_high: float = 0.0  # 0 = same as clip_low
     ppo_epochs: int = 1
     kl_coef: float = 0.0  # k3 KL to the reference (the starting model); 0 = no reference model
+    kl_clamp: bool = True  # clamp the k3 log-ratio to [-20, 20] and the k3 to 10, as verl's low_var_kl
     seed: int = 0
     eval_every: int = 20
     eval_n: int = 100  # held-out problems per domain
@@ -63,7 +64,7 @@ class GRPOConfig:
             raise ShiftkitError("rl needs model=<path or hub id>")
         if self.steps <= 0 or self.prompts_per_step <= 0 or self.group_size < 2:
             raise ShiftkitError("rl: steps and prompts_per_step must be positive and group_size >= 2")
-        if self.aggregation not in losses.AGGREGATIONS[:2]:
+        if self.aggregation not in losses.AGGREGATIONS:
             raise ShiftkitError(f"rl: aggregation must be token_mean or seq_mean, got '{self.aggregation}'")
         if self.adv_scale not in ("std", "none"):
             raise ShiftkitError(f"rl: adv_scale must be std or none, got '{self.adv_scale}'")
@@ -157,7 +158,7 @@ def run_grpo(cfg: GRPOConfig) -> dict:
             kl_mean = torch.tensor(0.0)
             if ref_logp_BT is not None:
                 kl_loss, kl_mean = losses.kl_penalty(logp_BT, ref_logp_BT, mask_BT, cfg.kl_coef, cfg.aggregation,
-                                                     n_tok, n_seq)
+                                                     n_tok, n_seq, clamp=cfg.kl_clamp)
                 loss = loss + kl_loss
             opt.zero_grad(set_to_none=True)
             (loss * d.world).backward()

@@ -77,6 +77,19 @@ def process_logits(logits_BV: torch.Tensor, temperature: float, top_p: float) ->
     return logits_BV.log_softmax(-1)
 
 
+def inverse_cdf(logp_BV: torch.Tensor, u_B: torch.Tensor) -> torch.Tensor:
+    """Token ids ``[B]`` drawn by inverse-CDF from log-probs ``[B, V]`` with uniforms ``u_B`` in [0, 1).
+
+    Token ``i`` is picked when ``u * total`` lies in ``[cdf_{i-1}, cdf_i)``; a zero-probability token
+    has an empty interval, so it is never picked (``u = 0`` gives the first token with mass; a draw
+    that rounds up to the total gives the last token with mass).
+    """
+    cdf_BV = logp_BV.exp().cumsum(-1)
+    total_B1 = cdf_BV[:, -1:].contiguous()
+    tok_B = torch.searchsorted(cdf_BV, u_B.unsqueeze(-1) * total_B1, right=True).squeeze(-1)
+    return torch.minimum(tok_B, torch.searchsorted(cdf_BV, total_B1).squeeze(-1))
+
+
 @torch.no_grad()
 def sample(
     model,
@@ -128,10 +141,7 @@ def sample(
             tok_A = logp_AV.argmax(-1)
         else:
             logp_AV = process_logits(logits_AV, temperature, top_p)
-            cdf_AV = logp_AV.exp().cumsum(-1)
-            u_A = u_BT[rows_A, t]
-            tok_A = torch.searchsorted(cdf_AV, (u_A * cdf_AV[:, -1]).unsqueeze(-1)).squeeze(-1)
-            tok_A = tok_A.clamp(max=logp_AV.shape[-1] - 1)
+            tok_A = inverse_cdf(logp_AV, u_BT[rows_A, t])
         comp_BT[rows_A, t] = tok_A
         cmask_BT[rows_A, t] = 1
         logp_BT[rows_A, t] = logp_AV.gather(-1, tok_A[:, None]).squeeze(-1)

@@ -70,6 +70,7 @@ class OPDConfig:
     kl_eps: float = 0.01
     kl_min: float = 0.5
     kl_max: float = 2.5
+    kl_clamp: bool = True  # clamp the k3 log-ratio to [-20, 20] and the k3 to 10, as verl's low_var_kl
     lr: float = 1e-6  # official (1.7B students); the toy experiment uses 2e-4
     warmup: int = 0
     schedule: str = "constant"
@@ -77,9 +78,9 @@ class OPDConfig:
     grad_clip: float = 1.0
     aggregation: str = "token_mean"
     clip_low: float = 0.0  # PPO clip (0 = off: with one epoch the update is REINFORCE, as official)
-    clip_high: float = 0.0
+    clip_high: float = 0.0  # 0 = same as clip_low; set alone, it clips the ratio above only
     ppo_epochs: int = 1
-    score_dtype: str = "float32"  # teacher, reference and anchor scoring dtype
+    score_dtype: str = "float32"  # teacher, reference and anchor scoring dtype (anchor at `temperature`)
     allow_tokenizer_mismatch: bool = False
     determinism_tol: float = 1e-4
     guard_patience: int = 5  # consecutive collapsed steps before stopping (0 = guard off)
@@ -107,7 +108,7 @@ class OPDConfig:
             raise ShiftkitError("opd: steps, prompts_per_step, samples_per_prompt and top_k must be positive")
         if not 0 < self.top_q <= 1:
             raise ShiftkitError(f"opd: top_q must be in (0, 1], got {self.top_q}")
-        if self.aggregation not in losses.AGGREGATIONS[:2]:
+        if self.aggregation not in losses.AGGREGATIONS:
             raise ShiftkitError(f"opd: aggregation must be token_mean or seq_mean, got '{self.aggregation}'")
         if self.grpo_weight and (self.samples_per_prompt < 2 or self.prompts):
             raise ShiftkitError("opd: grpo_weight needs task prompts (no prompts file) and samples_per_prompt >= 2")
@@ -198,7 +199,7 @@ def grpo_config(cfg: OPDConfig):
                       warmup=cfg.warmup, schedule=cfg.schedule, weight_decay=cfg.weight_decay,
                       grad_clip=cfg.grad_clip, aggregation=cfg.aggregation, clip_low=cfg.clip_low,
                       clip_high=cfg.clip_high, ppo_epochs=cfg.ppo_epochs,
-                      kl_coef=cfg.kl_coef if cfg.kl_mode == "fixed" else 0.0, seed=cfg.seed,
+                      kl_coef=cfg.kl_coef if cfg.kl_mode == "fixed" else 0.0, kl_clamp=cfg.kl_clamp, seed=cfg.seed,
                       eval_every=cfg.eval_every, eval_n=cfg.eval_n, save_every=cfg.save_every, threads=cfg.threads,
                       overwrite=cfg.overwrite, progress=cfg.progress)
 
@@ -342,7 +343,10 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
             r_logits_BTV = forward_logits(ref, *args, dtype=cfg.score_dtype) if direct else None
             t_ref = time.time() - t3
             t4 = time.time()
-            anchor_logp_BT = score(anchor, *args, dtype=cfg.score_dtype) if anchor is not None else None
+            # the anchor at the sampling temperature, like the student's log-probs it is compared with
+            # (verl scores its ref at rollout.temperature); teacher and reference stay at 1 (official)
+            anchor_logp_BT = (score(anchor, *args, dtype=cfg.score_dtype, temperature=cfg.temperature)
+                              if anchor is not None else None)
             t_anchor = time.time() - t4
         # -- per-token advantage over candidates --------------------------------------------------
         s_lp_BTK = losses.gather_logprobs(s_det_BTV, ids_BTK)
@@ -396,7 +400,7 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
             pg_loss, kl_mean = loss.detach(), torch.tensor(0.0)
             if anchor_logp_BT is not None and alpha > 0:
                 kl_loss, kl_mean = losses.kl_penalty(lp_BT, anchor_logp_BT, mask_BT, alpha, cfg.aggregation,
-                                                     n_tok, n_seq)
+                                                     n_tok, n_seq, clamp=cfg.kl_clamp)
                 loss = loss + kl_loss
             opt.zero_grad(set_to_none=True)
             (loss * d.world).backward()

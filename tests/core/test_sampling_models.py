@@ -100,3 +100,25 @@ def test_encode_padding_layout(tok):
     assert ids.tolist()[0][:2] == [0, 0] and mask.tolist() == [[0, 0, 1], [1, 1, 1]]
     c, cm = encode_completions(tok, ["1", "123"])
     assert cm.tolist() == [[1, 1, 0, 0], [1, 1, 1, 1]] and c[0, 1] == tok.eos_token_id
+
+
+def test_inverse_cdf_with_u_exactly_zero_picks_first_token_with_mass():
+    from shiftkit.sampling import inverse_cdf
+
+    logp = torch.log(torch.tensor([[0.0, 0.0, 0.7, 0.3], [0.5, 0.5, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]))
+    assert inverse_cdf(logp, torch.zeros(3)).tolist() == [2, 0, 1]
+    # interior draws: [cdf_{i-1}, cdf_i) maps to token i; zero-mass tokens are never picked
+    assert inverse_cdf(logp, torch.tensor([0.7, 0.5, 0.999])).tolist() == [3, 1, 1]
+    assert inverse_cdf(logp, torch.tensor([0.6999, 0.4999, 0.5])).tolist() == [2, 0, 1]
+    assert inverse_cdf(logp, torch.ones(3)).tolist() == [3, 1, 1]  # u rounding up to 1: last token with mass
+
+
+def test_sampler_with_a_zero_uniform_never_emits_a_zero_probability_token(pico, tok, monkeypatch):
+    # top_p tiny keeps only the argmax: every other token (token 0 included) has probability 0,
+    # so with every uniform exactly 0 the sample must be the greedy completion
+    greedy = sample(pico, tok, ["12+34="], max_new_tokens=6, greedy=True)
+    real_rand = torch.rand
+    monkeypatch.setattr(torch, "rand", lambda *a, **k: torch.zeros_like(real_rand(*a, **k)))
+    r = sample(pico, tok, ["12+34="], max_new_tokens=6, top_p=1e-6)
+    assert r.completion_ids_BT.tolist() == greedy.completion_ids_BT.tolist()
+    assert torch.isfinite(r.logp_BT[r.completion_mask_BT.bool()]).all()

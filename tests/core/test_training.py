@@ -72,6 +72,18 @@ def test_grpo_options_ppo_clip_kl_seq_mean(add1_model, tmp_path):
     assert all(r["kl"] >= 0 for r in rows)
 
 
+def test_grpo_kl_clamp_flag_reaches_the_kl_penalty(add1_model, tmp_path, monkeypatch):
+    from shiftkit import losses
+    from shiftkit.opd.loop import OPDConfig, grpo_config
+
+    seen, real = [], losses.kl_penalty
+    monkeypatch.setattr(losses, "kl_penalty", lambda *a, **k: seen.append(k.get("clamp")) or real(*a, **k))
+    run_grpo(_grpo_cfg(add1_model, tmp_path / "on", steps=1, kl_coef=0.05))
+    run_grpo(_grpo_cfg(add1_model, tmp_path / "off", steps=1, kl_coef=0.05, kl_clamp=False))
+    assert seen == [True, False]
+    assert grpo_config(OPDConfig(student="s", kl_clamp=False)).kl_clamp is False
+
+
 def _cli(*args, **popen_kw):
     return subprocess.Popen([sys.executable, "-m", "shiftkit", *args], env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **popen_kw)

@@ -131,3 +131,23 @@ def test_config_errors():
         OPDConfig(student="s", teacher="t", teacher_ref="r", reward_mode="topk").validate()
     with pytest.raises(ShiftkitError, match="unknown key 'lr_x'"):
         OPDConfig(student="s", stages=[{"teacher": "t", "teacher_ref": "r", "lr_x": 1}]).validate()
+
+
+@pytest.mark.parametrize("method", ["direct_opd", "vanilla_opd"])
+def test_kl_anchor_is_scored_at_the_sampling_temperature(trio, tmp_path, method):
+    # the anchor is the student itself at step 0, so KL(student_T || anchor_T) must be 0 at any T;
+    # scored at temperature 1 it would not be (the student's log-probs are at T)
+    ref = trio["ref"] if method == "direct_opd" else ""
+    run_opd(_cfg(trio, tmp_path / "r", method=method, teacher_ref=ref, temperature=0.5, steps=1,
+                 kl_mode="fixed", kl_coef=1.0))
+    assert _rows(tmp_path / "r")[0]["kl/k3"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_kl_clamp_flag_reaches_the_kl_penalty(trio, tmp_path, monkeypatch):
+    from shiftkit import losses
+
+    seen, real = [], losses.kl_penalty
+    monkeypatch.setattr(losses, "kl_penalty", lambda *a, **k: seen.append(k.get("clamp")) or real(*a, **k))
+    run_opd(_cfg(trio, tmp_path / "on", steps=1))
+    run_opd(_cfg(trio, tmp_path / "off", steps=1, kl_clamp=False))
+    assert seen == [True, False]
