@@ -6,6 +6,7 @@ pass@k uses the estimator of Chen et al. (2021): with n samples of which c are c
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Callable, Sequence
@@ -114,3 +115,42 @@ def evaluate_model(
     out["eval_seconds"] = time.time() - t0
     out["per_problem"] = rows
     return out
+
+
+@dataclasses.dataclass
+class ModelEvalConfig:
+    """``shiftkit eval``: one model on the held-out set."""
+
+    model: str = ""
+    tasks: list[str] = dataclasses.field(default_factory=lambda: ["add", "mul"])
+    n: int = 100  # held-out problems per domain
+    samples: int = 0  # samples per problem for pass@k (0 = greedy only); k = 1, 2, 4, .. <= samples
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 48
+    seed: int = 0
+    out: str = ""  # optional JSON file for the full result (with per-problem rows)
+    threads: int = 0
+
+    def validate(self) -> None:
+        if not self.model:
+            raise ShiftkitError("eval needs model=<path or hub id> (or --model)")
+        if self.n <= 0:
+            raise ShiftkitError("eval: n must be positive")
+
+
+def run_eval(cfg: ModelEvalConfig) -> dict:
+    """Evaluate ``cfg.model``; write the full result to ``cfg.out`` if set; return it without per-problem rows."""
+    from shiftkit.io import atomic_write_json
+    from shiftkit.train_common import set_threads
+    from shiftkit.models import load_model_and_tokenizer
+    from shiftkit.tasks import Mixture, eval_set
+
+    set_threads(cfg.threads)
+    model, tok = load_model_and_tokenizer(cfg.model)
+    res = evaluate_model(model, tok, eval_set(cfg.tasks, cfg.n), Mixture(cfg.tasks).reward, n_samples=cfg.samples,
+                         temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
+                         seed=cfg.seed, progress=True)
+    if cfg.out:
+        atomic_write_json(cfg.out, res)
+    return {k: v for k, v in res.items() if k != "per_problem"}

@@ -1,4 +1,4 @@
-"""``shiftkit kernels bench``: run the agent over a problem set and report the paper's metrics (pass rate,
+"""``shiftkit agent bench``: run the agent over a problem set and report the paper's metrics (pass rate,
 faster-than-eager, faster-than-compile, geomean speedups; overall and per KernelBench level).
 
 ``--model`` is an OpenAI-compatible base URL (``http://host:port/v1``), a local HF model directory

@@ -1,7 +1,7 @@
 """Model clients: one ``chat(messages, tools, max_tokens) -> AssistantTurn`` interface.
 
 - :class:`OpenAIClient`: any OpenAI-compatible ``/v1/chat/completions`` endpoint (vLLM, SGLang, a hosted
-  API, or ``shiftkit kernels serve``) by base URL, over stdlib ``urllib``; native ``tool_calls`` and
+  API, or ``shiftkit agent serve``) by base URL, over stdlib ``urllib``; native ``tool_calls`` and
   text ``<tool_call>`` blocks are both understood.
 - :class:`HFClient`: an in-process HF causal LM (KV-cache sampler from :mod:`shiftkit.sampling`).
 - :class:`ScriptedClient`: deterministic assistant messages from a script (tests, the demo, replay).

@@ -1,7 +1,7 @@
 """A scripted policy for the kernel agent: deterministic tool calls that write a known solution with an
 injected compile error, compile, read the structured error, fix it with ``edit_file``, compile, verify,
 profile and finish. It drives the real loop and the real kernel environment end to end (tests, demo,
-``shiftkit kernels agent --policy scripted``, ``bench --model scripted``), and its trajectories feed
+``shiftkit agent run --model scripted``, ``bench --model scripted``), and its trajectories feed
 the RL mechanics step. It is an oracle for the harness, not a model.
 """
 

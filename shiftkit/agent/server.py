@@ -1,13 +1,13 @@
 """A minimal OpenAI-compatible chat server for a local HF model (stdlib ``http.server``, loopback only).
 
-    shiftkit kernels serve --model runs/agent/toy_rl/warm --port 8011
+    shiftkit agent serve --model runs/agent/toy_rl/warm --port 8011
     curl -s 127.0.0.1:8011/v1/chat/completions -d '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}'
 
 ``POST /v1/chat/completions`` renders the messages (the tokenizer's chat template, else our plain
 template, with the tool list when given), generates with the KV-cache sampler (greedy at temperature
 0, seeded sampling otherwise), parses ``<tool_call>`` blocks into OpenAI ``tool_calls`` and reports
 token usage. ``GET /v1/models`` lists the one model. It exists so the HTTP client is tested against a
-real model and so small policies can be served to ``kernels agent``/``bench``; at scale use vLLM or
+real model and so small policies can be served to ``agent run``/``agent bench``; at scale use vLLM or
 SGLang (same protocol). Requests are served one at a time (one model, one lock).
 """
 

@@ -1,4 +1,4 @@
-"""Task synthesis (``shiftkit kernels synth``): compose torch operators into KernelBench-format problems
+"""Task synthesis (``shiftkit agent synth``): compose torch operators into KernelBench-format problems
 and keep the ones that pass CUDA Agent's rubric filters.
 
 1. **Catalogue** (:func:`mine_torch_ops`, :data:`CATALOGUE`): ``torch.nn`` module classes and
@@ -18,7 +18,7 @@ and keep the ones that pass CUDA Agent's rubric filters.
    cached by source hash, inductor cache under ``.cache/``).
 4. **Output**: ``<out>/dataset.jsonl`` (code, ops, depth, data_source ``torch#<depth>``, provenance,
    filter stats), ``rejected.jsonl`` (with the filter and reason), ``summary.json`` and optionally one
-   ``problems/<id>.py`` per admitted task (ready for ``kernels agent`` / ``bench``).
+   ``problems/<id>.py`` per admitted task (ready for ``agent run`` / ``agent bench``).
 """
 
 from __future__ import annotations
@@ -650,30 +650,3 @@ def run_synth(cfg: SynthConfig, client=None, progress: bool = False) -> dict:
                "config": dataclasses.asdict(cfg), "catalogue": len(CATALOGUE), "out": str(out)}
     atomic_write_json(out / "summary.json", summary)
     return summary
-
-
-# ----------------------------------------------------------------------------- CLI
-
-def cmd_synth(args) -> dict:
-    from shiftkit.config import load_config
-
-    cfg = load_config(SynthConfig, args.config, args.overrides)
-    if args.mine:
-        return mine_torch_ops()
-    s = run_synth(cfg, progress=not args.json)
-    if not args.json:
-        print(f"candidates {s['candidates']}  admitted {s['admitted']}  ({s['seconds']} s)")
-        print("rejected by filter: " + ", ".join(f"{k} {v}" for k, v in s["rejected"].items()))
-        for d, v in s["per_depth"].items():
-            print(f"  depth {d}: generated {v['generated']:4d}  admitted {v['admitted']:4d}")
-        print(f"wrote {s['out']}/dataset.jsonl, rejected.jsonl, summary.json")
-    return s
-
-
-def register_kernels(ksub) -> None:
-    from shiftkit.cli import add_config_args
-
-    p = ksub.add_parser("synth", help="synthesize fused-operator training problems and filter them")
-    p.add_argument("--mine", action="store_true", help="only report the torch operator catalogue")
-    add_config_args(p)
-    p.set_defaults(func=cmd_synth)

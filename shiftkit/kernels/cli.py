@@ -1,14 +1,8 @@
-"""``shiftkit kernels ...``: eval, eval-set, import-kernelbench.
-
-Other modules add subcommands by appending a ``register(kernels_subparsers)`` callable to
-:data:`REGISTRARS` or by being listed in :data:`OPTIONAL_MODULES` (imported if present, each exposing
-``register_kernels(kernels_subparsers)``); e.g. ``shiftkit.kernels.synth`` for issue #6.
-"""
+"""``shiftkit kernels ...``: eval, eval-set, import-kernelbench (the agent's commands: ``shiftkit agent``)."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
 
 
@@ -122,24 +116,8 @@ def register_import(ksub) -> None:
     p.set_defaults(func=cmd_import)
 
 
-REGISTRARS: list[Callable] = [register_eval, register_eval_set, register_import]
-OPTIONAL_MODULES = ["shiftkit.kernels.synth", "shiftkit.agent.cli"]
-
-
 def register(sub) -> None:
-    import importlib
-
     p = sub.add_parser("kernels", help="kernel environment: evaluate candidate kernels (compile, verify, profile)")
     ksub = p.add_subparsers(dest="kernels_command", metavar="KERNELS_COMMAND")
-    for fn in REGISTRARS:
+    for fn in (register_eval, register_eval_set, register_import):
         fn(ksub)
-    for name in OPTIONAL_MODULES:
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name and name.startswith(e.name):
-                continue
-            raise
-        reg = getattr(mod, "register_kernels", None)
-        if reg is not None:
-            reg(ksub)

@@ -5,5 +5,5 @@
 * :mod:`shiftkit.opd.preflight`: checks run before any training (teacher != reference, tokenizer
   agreement, scorer determinism);
 * the per-token signals and losses are pure functions in :mod:`shiftkit.losses` (OPD section);
-* :mod:`shiftkit.opd.experiment`: the weak-to-strong experiment and the demo stage.
+* the weak-to-strong experiment and the demo stage are a recipe: :mod:`shiftkit.recipes.weak_to_strong`.
 """

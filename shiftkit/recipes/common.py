@@ -1,42 +1,54 @@
-"""Named experiments (``shiftkit experiment NAME``) and the shared RL checkpoints they need.
+"""Pieces the recipes share: the cached RL checkpoints and the cached held-out evaluation.
 
-Experiments live with their method (``shiftkit.opd.experiment``, ``shiftkit.sar.experiment``) and
-are registered here by name. :func:`rl_checkpoint` trains (or reuses, if already finished) a GRPO
-run from a base model on some task domains, so that experiments and the demo share one copy of
-each RL checkpoint (e.g. the weak model's addition-only and multiplication-only RL runs).
+:func:`rl_checkpoint` trains (or reuses, if already finished) a GRPO run from a base model on some
+task domains, so that the experiments and the demo share one copy of each RL checkpoint (e.g. the
+weak model's addition-only and multiplication-only RL runs). :func:`cached_eval` evaluates a model
+directory once and keeps the result in a JSON file keyed by what was evaluated.
 """
 
 from __future__ import annotations
 
-import importlib
+import json
 from pathlib import Path
 
-from shiftkit.errors import ShiftkitError
-
-EXPERIMENTS = {
-    "weak-to-strong": "shiftkit.opd.experiment:run_experiment",
-    "sar": "shiftkit.sar.experiment:run_experiment",
-}
-
-
-def run(name: str, config: str | None, overrides: list[str] | None) -> dict:
-    if name not in EXPERIMENTS:
-        raise ShiftkitError(f"unknown experiment '{name}' (known: {', '.join(EXPERIMENTS)})")
-    mod, fn = EXPERIMENTS[name].split(":")
-    try:
-        f = getattr(importlib.import_module(mod), fn)
-    except (ModuleNotFoundError, AttributeError):
-        raise ShiftkitError(f"experiment '{name}' is not available in this build") from None
-    return f(config, overrides)
+from shiftkit.io import atomic_write_json
+from shiftkit.rl import GRPOConfig
 
 
 def rl_checkpoint(out_dir: str | Path, base: str, tasks: list[str], seed: int, steps: int,
-                  prompts_per_step: int = 16, group_size: int = 8, lr: float = 6e-5, eval_every: int = 20,
-                  eval_n: int = 100, threads: int = 0, progress: bool = True) -> str:
+                  prompts_per_step: int = GRPOConfig.prompts_per_step, group_size: int = GRPOConfig.group_size,
+                  lr: float = GRPOConfig.lr, eval_every: int = GRPOConfig.eval_every,
+                  eval_n: int = GRPOConfig.eval_n, threads: int = 0, progress: bool = True) -> str:
     """Path of the final model of a GRPO run (base, tasks, seed); trains it unless already done."""
-    from shiftkit.rl import GRPOConfig, run_grpo
+    from shiftkit.rl import run_grpo
 
     cfg = GRPOConfig(model=str(base), out=str(out_dir), tasks=list(tasks), steps=steps,
                      prompts_per_step=prompts_per_step, group_size=group_size, lr=lr, seed=seed,
                      eval_every=eval_every, eval_n=eval_n, threads=threads, progress=progress)
     return run_grpo(cfg)["out"]
+
+
+def cached_eval(path: str | Path, tasks: list[str], n: int, samples: int, cache: Path, *,
+                max_new_tokens: int | None = None, progress: bool = False) -> dict:
+    """Greedy accuracy (per domain) and pass@k of a model dir (seed 0), cached in ``cache``.
+
+    The cache key is (model, n, samples, tasks[, max_new_tokens]); a different key re-evaluates.
+    """
+    key = {"model": str(path), "n": n, "samples": samples, "tasks": list(tasks)}
+    if max_new_tokens is not None:
+        key["max_new_tokens"] = max_new_tokens
+    if cache.exists():
+        c = json.loads(cache.read_text())
+        if c.get("key") == key:
+            return c["result"]
+    from shiftkit.evaluate import evaluate_model
+    from shiftkit.models import load_model_and_tokenizer
+    from shiftkit.tasks import Mixture, eval_set
+
+    model, tok = load_model_and_tokenizer(str(path))
+    kw = {"max_new_tokens": max_new_tokens} if max_new_tokens is not None else {}
+    ev = evaluate_model(model, tok, eval_set(list(tasks), n), Mixture(list(tasks)).reward, n_samples=samples,
+                        seed=0, progress=progress, **kw)
+    res = {k: v for k, v in ev.items() if k != "per_problem"}
+    atomic_write_json(cache, {"key": key, "result": res})
+    return res

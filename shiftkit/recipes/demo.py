@@ -16,35 +16,45 @@ Writes ``<out>/report.md``, ``<out>/results.json`` and PNG plots.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import sys
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 
-from shiftkit.config import load_config, to_dict
+from shiftkit.config import load_config, parse_overrides, read_config_file, to_dict
 from shiftkit.errors import ShiftkitError
 from shiftkit.io import atomic_write_json, atomic_write_text
+from shiftkit.recipes.common import cached_eval
+from shiftkit.recipes.world import WorldConfig
+from shiftkit.rl import GRPOConfig
 
 
 @dataclasses.dataclass
 class DemoConfig:
+    preset: str = "full"  # full | quick (quick: tiny settings, a few minutes); preset values sit under overrides
+    out: str = "runs/demo"
     tasks: list[str] = dataclasses.field(default_factory=lambda: ["add", "mul"])
-    weak_steps: int = 400
-    strong_steps: int = 700
-    rl_steps: int = 60
-    rl_prompts: int = 16
-    rl_group: int = 8
-    rl_lr: float = 6e-5
+    weak_steps: int = WorldConfig.weak_steps
+    strong_steps: int = WorldConfig.strong_steps
+    rl_steps: int = GRPOConfig.steps
+    rl_prompts: int = GRPOConfig.prompts_per_step
+    rl_group: int = GRPOConfig.group_size
+    rl_lr: float = GRPOConfig.lr
     seeds: list[int] = dataclasses.field(default_factory=lambda: [0, 1, 2])
     eval_n: int = 100  # held-out problems per domain
     eval_samples: int = 64  # samples per problem for pass@k (k = 1..eval_samples)
-    rl_eval_every: int = 20
+    rl_eval_every: int = GRPOConfig.eval_every
     threads: int = 2
     stages: list[str] = dataclasses.field(default_factory=lambda: ["world", "grpo", "opd", "sar", "agent"])
     progress: bool = True
+
+    def validate(self) -> None:
+        if self.preset not in PRESETS:
+            raise ShiftkitError(f"unknown demo preset '{self.preset}' (use {', '.join(PRESETS)})")
+        bad = [s for s in self.stages if s not in STAGES]
+        if bad:
+            raise ShiftkitError(f"unknown demo stage '{bad[0]}' (known: {', '.join(STAGES)})")
 
 
 PRESETS = {
@@ -53,38 +63,23 @@ PRESETS = {
                   eval_samples=4, rl_eval_every=3),
 }
 
-# Later stages register here: name -> "module:function(ctx) -> dict"
-EXTRA_STAGES = {
-    "opd": "shiftkit.opd.experiment:demo_stage",
-    "sar": "shiftkit.sar.experiment:demo_stage",
-    "agent": "shiftkit.agent.demo:demo_stage",
-}
 
-
-def _evaluate(path: str, cfg: DemoConfig, seed: int = 0) -> dict:
-    from shiftkit.evaluate import evaluate_model
-    from shiftkit.models import load_model_and_tokenizer
-    from shiftkit.tasks import Mixture, eval_set
-
-    model, tok = load_model_and_tokenizer(path)
-    ev = evaluate_model(model, tok, eval_set(cfg.tasks, cfg.eval_n), Mixture(cfg.tasks).reward,
-                        n_samples=cfg.eval_samples, seed=seed, progress=cfg.progress)
-    return {k: v for k, v in ev.items() if k != "per_problem"}
+def demo_config(path: str | None = None, overrides: list[str] | dict | None = None) -> DemoConfig:
+    """Defaults <- the preset's values <- the config file <- ``key=value`` overrides."""
+    over = overrides if isinstance(overrides, dict) else parse_overrides(overrides)
+    file = read_config_file(path) if path else {}
+    preset = str(over.get("preset", file.get("preset", "full")))
+    if preset not in PRESETS:
+        raise ShiftkitError(f"unknown demo preset '{preset}' (use {', '.join(PRESETS)})")
+    return load_config(DemoConfig, path, over, base=PRESETS[preset])
 
 
 def _cached_eval(path: str, cfg: DemoConfig, cache: Path) -> dict:
-    key = {"model": path, "n": cfg.eval_n, "samples": cfg.eval_samples, "tasks": cfg.tasks}
-    if cache.exists():
-        c = json.loads(cache.read_text())
-        if c.get("key") == key:
-            return c["result"]
-    res = _evaluate(path, cfg)
-    atomic_write_json(cache, {"key": key, "result": res})
-    return res
+    return cached_eval(path, cfg.tasks, cfg.eval_n, cfg.eval_samples, cache, progress=cfg.progress)
 
 
 def stage_world(ctx: dict) -> dict:
-    from shiftkit.world import WorldConfig, build_world
+    from shiftkit.recipes.world import build_world
 
     cfg: DemoConfig = ctx["cfg"]
     wc = WorldConfig(out=str(ctx["out"] / "world"), tasks=list(cfg.tasks), weak_steps=cfg.weak_steps,
@@ -97,7 +92,7 @@ def stage_world(ctx: dict) -> dict:
 
 
 def stage_grpo(ctx: dict) -> dict:
-    from shiftkit.experiments import rl_checkpoint
+    from shiftkit.recipes.common import rl_checkpoint
     from shiftkit.runs import read_summary
 
     cfg: DemoConfig = ctx["cfg"]
@@ -114,19 +109,25 @@ def stage_grpo(ctx: dict) -> dict:
     return {"runs": runs}
 
 
-STAGES = {"world": stage_world, "grpo": stage_grpo}
+def stage_opd(ctx: dict) -> dict:
+    from shiftkit.recipes.weak_to_strong import demo_stage
+
+    return demo_stage(ctx)
 
 
-def _stage_fn(name: str):
-    if name in STAGES:
-        return STAGES[name]
-    if name in EXTRA_STAGES:
-        mod, fn = EXTRA_STAGES[name].split(":")
-        try:
-            return getattr(importlib.import_module(mod), fn)
-        except (ModuleNotFoundError, AttributeError):
-            return None
-    raise ShiftkitError(f"unknown demo stage '{name}' (known: {', '.join([*STAGES, *EXTRA_STAGES])})")
+def stage_sar(ctx: dict) -> dict:
+    from shiftkit.recipes.sar_study import demo_stage
+
+    return demo_stage(ctx)
+
+
+def stage_agent(ctx: dict) -> dict:
+    from shiftkit.recipes.agent_toy import demo_stage
+
+    return demo_stage(ctx)
+
+
+STAGES = {"world": stage_world, "grpo": stage_grpo, "opd": stage_opd, "sar": stage_sar, "agent": stage_agent}
 
 
 def _ms(vals) -> str:
@@ -206,21 +207,16 @@ def report_world_grpo(ctx: dict, results: dict) -> list[str]:
     return lines
 
 
-def run_demo(preset: str = "full", out: str = "runs/demo", overrides: list[str] | None = None) -> dict:
-    if preset not in PRESETS:
-        raise ShiftkitError(f"unknown demo preset '{preset}' (use {', '.join(PRESETS)})")
-    cfg = load_config(DemoConfig, overrides=overrides, base=PRESETS[preset])
-    outp = Path(out)
+def run_demo(cfg: DemoConfig) -> dict:
+    preset = cfg.preset
+    outp = Path(cfg.out)
     outp.mkdir(parents=True, exist_ok=True)
     ctx = {"cfg": cfg, "out": outp, "preset": preset}
     results: dict = {"preset": preset, "config": to_dict(cfg), "timings": {}}
     report: list[str] = []
     t_all = time.time()
     for name in cfg.stages:
-        fn = _stage_fn(name)
-        if fn is None:
-            results["timings"][name] = "not available in this build"
-            continue
+        fn = STAGES[name]
         t0 = time.time()
         print(f"[demo] stage {name} ...", file=sys.stderr, flush=True)
         results[name] = fn(ctx)

@@ -22,6 +22,9 @@ import numpy as np
 
 from shiftkit.config import load_config, to_dict
 from shiftkit.io import atomic_write_json
+from shiftkit.recipes.common import cached_eval, rl_checkpoint
+from shiftkit.recipes.world import WorldConfig, build_world
+from shiftkit.rl import GRPOConfig
 
 
 @dataclasses.dataclass
@@ -33,15 +36,15 @@ class SARExpConfig:
     delta_ranks: list[str] = field(default_factory=lambda: ["1", "2", "4", "8", "16", "32"])
     merge_rank: str = "16"  # SAR merge: delta rank per matrix
     merge_density: float = 0.5  # TIES / DARE
-    rl_steps: int = 60  # weak-model GRPO (add + mul), as the demo
-    rl_prompts: int = 16
-    rl_group: int = 8
-    rl_lr: float = 6e-5
+    rl_steps: int = GRPOConfig.steps  # weak-model GRPO (add + mul), as the demo
+    rl_prompts: int = GRPOConfig.prompts_per_step
+    rl_group: int = GRPOConfig.group_size
+    rl_lr: float = GRPOConfig.lr
     expert_steps: int = 40  # add-only and mul-only experts
     eval_n: int = 100
     eval_samples: int = 64
-    weak_steps: int = 400
-    strong_steps: int = 700
+    weak_steps: int = WorldConfig.weak_steps
+    strong_steps: int = WorldConfig.strong_steps
     threads: int = 2
     progress: bool = True
 
@@ -50,21 +53,7 @@ class SARExpConfig:
 
 def _eval(path: str, tasks: list[str], n: int, samples: int, cache: Path, progress: bool = False) -> dict:
     """Greedy accuracy (per domain) and pass@k of a model dir, cached next to it."""
-    key = {"model": str(path), "n": n, "samples": samples, "tasks": list(tasks)}
-    if cache.exists():
-        c = json.loads(cache.read_text())
-        if c.get("key") == key:
-            return c["result"]
-    from shiftkit.evaluate import evaluate_model
-    from shiftkit.models import load_model_and_tokenizer
-    from shiftkit.tasks import Mixture, eval_set
-
-    model, tok = load_model_and_tokenizer(path)
-    ev = evaluate_model(model, tok, eval_set(list(tasks), n), Mixture(list(tasks)).reward, n_samples=samples,
-                        progress=progress)
-    res = {k: v for k, v in ev.items() if k != "per_problem"}
-    atomic_write_json(cache, {"key": key, "result": res})
-    return res
+    return cached_eval(path, tasks, n, samples, cache, progress=progress)
 
 
 def retention(out: Path, base: str, rl: str, ranks: list[str], tasks, n, samples, threads, progress) -> dict:
@@ -194,7 +183,6 @@ def _settings(cfg: SARExpConfig, seeds, ret_n, ret_samples, merge_n, expert_step
 
 def study(cfg: SARExpConfig, out: Path, weak: str, rl: dict[int, str], ret_n: int, ret_samples: int,
           merge_n: int, expert_steps: int, merge_seeds: list[int]) -> tuple[dict, dict]:
-    from shiftkit.experiments import rl_checkpoint
 
     ret, mer = {}, {}
     for seed, path in rl.items():
@@ -210,8 +198,6 @@ def study(cfg: SARExpConfig, out: Path, weak: str, rl: dict[int, str], ret_n: in
 
 
 def run_experiment(config_path: str | None, overrides: list[str] | None) -> dict:
-    from shiftkit.experiments import rl_checkpoint
-    from shiftkit.world import WorldConfig, build_world
 
     cfg = load_config(SARExpConfig, config_path, overrides)
     out = Path(cfg.out)

@@ -26,6 +26,9 @@ import numpy as np
 from shiftkit.config import load_config, to_dict
 from shiftkit.errors import ShiftkitError
 from shiftkit.io import atomic_write_json
+from shiftkit.recipes.common import cached_eval
+from shiftkit.recipes.world import WorldConfig
+from shiftkit.rl import GRPOConfig
 
 METHODS = ("direct_opd_topk", "direct_opd_sampled", "vanilla_opd", "grpo", "composition")
 LABELS = {"direct_opd_topk": "Direct-OPD (student_topk)", "direct_opd_sampled": "Direct-OPD (sampled)",
@@ -38,13 +41,13 @@ class W2SConfig:
     out: str = "runs/weak_to_strong"
     reuse: str = ""  # a demo output dir: reuse its world/ and grpo_weak/seed*/ (same settings -> same runs)
     tasks: list[str] = dataclasses.field(default_factory=lambda: ["add", "mul"])
-    weak_steps: int = 400  # world SFT (the demo's defaults)
-    strong_steps: int = 700
-    rl_steps: int = 60  # weak GRPO teachers (the demo's defaults)
-    rl_prompts: int = 16
-    rl_group: int = 8
-    rl_lr: float = 6e-5
-    comp_rl_steps: int = 60  # the add-only and mul-only weak GRPO teachers (seed 0, shared by all seeds)
+    weak_steps: int = WorldConfig.weak_steps  # world SFT
+    strong_steps: int = WorldConfig.strong_steps
+    rl_steps: int = GRPOConfig.steps  # weak GRPO teachers
+    rl_prompts: int = GRPOConfig.prompts_per_step
+    rl_group: int = GRPOConfig.group_size
+    rl_lr: float = GRPOConfig.lr
+    comp_rl_steps: int = GRPOConfig.steps  # the add-only and mul-only weak GRPO teachers (seed 0, shared by all seeds)
     seeds: list[int] = dataclasses.field(default_factory=lambda: [0, 1, 2])
     methods: list[str] = dataclasses.field(default_factory=lambda: list(METHODS))
     steps: int = 40  # student steps, every method
@@ -69,22 +72,7 @@ class W2SConfig:
 
 
 def _eval(path: str, cfg: W2SConfig, cache: Path) -> dict:
-    from shiftkit.evaluate import evaluate_model
-    from shiftkit.models import load_model_and_tokenizer
-    from shiftkit.tasks import Mixture, eval_set
-
-    key = {"model": str(path), "n": cfg.eval_n, "samples": cfg.eval_samples, "tasks": cfg.tasks,
-           "max_new_tokens": cfg.max_new_tokens}
-    if cache.exists():
-        c = json.loads(cache.read_text())
-        if c.get("key") == key:
-            return c["result"]
-    model, tok = load_model_and_tokenizer(path)
-    ev = evaluate_model(model, tok, eval_set(cfg.tasks, cfg.eval_n), Mixture(cfg.tasks).reward,
-                        n_samples=cfg.eval_samples, max_new_tokens=cfg.max_new_tokens, seed=0)
-    res = {k: v for k, v in ev.items() if k != "per_problem"}
-    atomic_write_json(cache, {"key": key, "result": res})
-    return res
+    return cached_eval(path, cfg.tasks, cfg.eval_n, cfg.eval_samples, cache, max_new_tokens=cfg.max_new_tokens)
 
 
 def _opd_cfg(cfg: W2SConfig, out: Path, seed: int, **kw):
@@ -101,7 +89,7 @@ def _opd_cfg(cfg: W2SConfig, out: Path, seed: int, **kw):
 def teachers(cfg: W2SConfig, out: Path, weak: str, weak_rl: dict | None = None, reuse: Path | None = None) -> dict:
     """The weak RL teachers: add-only / mul-only (for composition), then add+mul per seed (given, reused
     from a demo directory -- waiting for a run still in progress there -- or trained here)."""
-    from shiftkit.experiments import rl_checkpoint
+    from shiftkit.recipes.common import rl_checkpoint
 
     common = dict(prompts_per_step=cfg.rl_prompts, group_size=cfg.rl_group, lr=cfg.rl_lr, eval_every=0,
                   eval_n=cfg.eval_n, threads=cfg.threads, progress=cfg.progress)
@@ -297,7 +285,7 @@ def _settings(cfg: W2SConfig) -> str:
 
 
 def run_experiment(config_path: str | None, overrides: list[str] | None) -> dict:
-    from shiftkit.world import WorldConfig, build_world
+    from shiftkit.recipes.world import build_world
 
     cfg = load_config(W2SConfig, config_path, overrides)
     out = Path(cfg.out)

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 
 def test_demo_stage_quick(tmp_path):
-    from shiftkit.agent.demo import demo_stage
+    from shiftkit.recipes.agent_toy import demo_stage
 
     r = demo_stage({"cfg": SimpleNamespace(threads=1, progress=False, seeds=[0]), "out": tmp_path, "preset": "quick"})
     assert r["report"][0] == "## 5. Kernel agent"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shiftkit.kernels import synth as S
+from shiftkit.agent import synth as S
 from shiftkit.kernels.fixtures import PROBLEMS
 
 REPO = Path(__file__).resolve().parents[2]

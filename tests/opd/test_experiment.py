@@ -1,7 +1,7 @@
 """The demo's OPD stage (quick preset) end to end on tiny random models: all five methods, report."""
 
-from shiftkit.demo import DemoConfig, PRESETS
-from shiftkit.opd.experiment import METHODS, demo_stage
+from shiftkit.recipes.demo import DemoConfig, PRESETS
+from shiftkit.recipes.weak_to_strong import METHODS, demo_stage
 
 
 def test_demo_stage_quick_runs_every_method_and_writes_report(trio, tmp_path):

@@ -4,9 +4,9 @@ import json
 
 import torch
 
-from shiftkit.demo import PRESETS, DemoConfig
+from shiftkit.recipes.demo import PRESETS, DemoConfig
 from shiftkit.models import make_char_tokenizer, make_tiny_model, save_model
-from shiftkit.sar import experiment as ex
+from shiftkit.recipes import sar_study as ex
 
 from .test_pipeline import PICO, _tuned_from
 
