@@ -65,11 +65,65 @@ def test_grpo_updates_only_with_signal_and_logs(add1_model, tmp_path):
     assert _max_diff(_weights(add1_model), _weights(tmp_path / "g" / "final")) > 0
 
 
-def test_grpo_options_ppo_clip_kl_seq_mean(add1_model, tmp_path):
-    run_grpo(_grpo_cfg(add1_model, tmp_path / "g", steps=2, clip_low=0.2, clip_high=0.28, ppo_epochs=2,
-                       kl_coef=0.05, aggregation="seq_mean", adv_scale="none"))
-    rows = [json.loads(l) for l in (tmp_path / "g" / "metrics.jsonl").read_text().splitlines()]
-    assert all(r["kl"] >= 0 for r in rows)
+def _rows(out) -> list[dict]:
+    return [json.loads(l) for l in (Path(out) / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_grpo_ppo_clip_engages_on_the_second_epoch(add1_model, tmp_path):
+    # one step, two epochs, same samples: epoch 2 sees ratios != 1, so the clip must engage and
+    # change the update relative to the unclipped run
+    kw = dict(steps=1, ppo_epochs=2, lr=1e-2)
+    run_grpo(_grpo_cfg(add1_model, tmp_path / "clip", clip_low=0.2, clip_high=0.28, **kw))
+    run_grpo(_grpo_cfg(add1_model, tmp_path / "free", **kw))
+    clip, free = _rows(tmp_path / "clip")[0], _rows(tmp_path / "free")[0]
+    assert clip["frac_groups_with_signal"] > 0 and clip["reward"] == free["reward"]  # same samples
+    assert clip["clip_frac"] > 0 and free["clip_frac"] == 0
+    assert _max_diff(_weights(tmp_path / "clip" / "final"), _weights(tmp_path / "free" / "final")) > 0
+
+
+def test_grpo_kl_is_positive_after_the_first_update_and_changes_it(add1_model, tmp_path):
+    kw = dict(steps=1, ppo_epochs=2, lr=1e-2)
+    run_grpo(_grpo_cfg(add1_model, tmp_path / "kl", kl_coef=0.5, **kw))
+    run_grpo(_grpo_cfg(add1_model, tmp_path / "nokl", **kw))
+    kl, nokl = _rows(tmp_path / "kl")[0], _rows(tmp_path / "nokl")[0]
+    assert kl["kl"] > 1e-6 and nokl["kl"] == 0  # logged from epoch 2, after the epoch-1 update
+    assert _max_diff(_weights(tmp_path / "kl" / "final"), _weights(tmp_path / "nokl" / "final")) > 0
+
+
+def test_grpo_seq_mean_and_token_mean_differ_as_derived(add1_model, tmp_path, monkeypatch):
+    # reward = completion length. At ratio 1 the surrogate is -agg(A). seq_mean averages each row's
+    # (constant) advantage, and group advantages sum to 0 in every group: loss exactly 0. token_mean
+    # weights row b by its length L_b, and A_b grows with L_b: loss = -sum_b L_b A_b / N < 0
+    from shiftkit.tasks import Mixture
+
+    monkeypatch.setattr(Mixture, "reward", lambda self, problem, completion: float(len(completion)))
+    run_grpo(_grpo_cfg(add1_model, tmp_path / "seq", steps=1, aggregation="seq_mean"))
+    run_grpo(_grpo_cfg(add1_model, tmp_path / "tok", steps=1, aggregation="token_mean"))
+    seq, tok = _rows(tmp_path / "seq")[0], _rows(tmp_path / "tok")[0]
+    assert seq["frac_groups_with_signal"] > 0 and seq["reward"] == tok["reward"]  # same samples
+    assert seq["loss"] == pytest.approx(0.0, abs=1e-6)
+    assert tok["loss"] < -1e-2
+    assert _max_diff(_weights(tmp_path / "seq" / "final"), _weights(tmp_path / "tok" / "final")) > 0
+
+
+def test_grpo_step_without_signal_leaves_weights_bit_identical(add1_model, tmp_path, monkeypatch):
+    # rewards 0/1 alternating (every group has signal) at steps 0-1, all 0 at step 2: the 3-step run
+    # must end with exactly the 2-step run's weights (Adam's momentum would move them if the
+    # no-signal update were not skipped), and log the step as having no signal
+    from shiftkit.tasks import Mixture
+
+    B = 4 * 4
+
+    def run(out, steps):
+        calls = iter(range(10**6))
+        monkeypatch.setattr(Mixture, "reward", lambda self, p, c: (lambda i: float(i % 2) if i < 2 * B else 0.0)(next(calls)))
+        run_grpo(_grpo_cfg(add1_model, out, steps=steps))
+        return _weights(Path(out) / "final")
+
+    two, three = run(tmp_path / "two", 2), run(tmp_path / "three", 3)
+    assert [r["frac_groups_with_signal"] for r in _rows(tmp_path / "three")] == [1.0, 1.0, 0.0]
+    assert _max_diff(_weights(add1_model), two) > 0  # steps 0-1 did update
+    assert all(torch.equal(two[k], three[k]) for k in two)
 
 
 def test_grpo_kl_clamp_flag_reaches_the_kl_penalty(add1_model, tmp_path, monkeypatch):
