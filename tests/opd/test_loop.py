@@ -58,11 +58,149 @@ def test_adaptive_alpha_follows_the_sign_of_the_weighted_reward(trio, tmp_path):
         assert r["kl/alpha"] == pytest.approx(a)
 
 
-def test_fixed_alpha_and_options_run(trio, tmp_path):
-    run_opd(_cfg(trio, tmp_path / "r", kl_mode="fixed", kl_coef=0.7, clip_low=0.2, ppo_epochs=2, top_q=0.3,
-                 delta_clip=1.0, reward_scale=2.0, grpo_weight=0.5, samples_per_prompt=3))
+# ---- each option has its documented effect, on the same step-0 samples --------------------------
+#
+# Step 0 of every run below samples the same rollouts (same student, seeds and prompts), so the
+# per-token advantages the loss receives can be compared across options. The spies record what the
+# loop passes to the sampler and to candidate_policy_loss (one call per PPO epoch).
+
+def _capture(cfg) -> dict:
+    import shiftkit.opd.loop as loop
+    from shiftkit import losses
+
+    cap = {"roll": [], "calls": []}
+    real_sample, real_loss = loop.sample, losses.candidate_policy_loss
+
+    def sample(*a, **k):
+        cap["roll"].append(real_sample(*a, **k))
+        return cap["roll"][-1]
+
+    def loss(lp, old, adv, mask, **k):
+        cap["calls"].append({"lp": lp.detach().clone(), "old": old.detach().clone(), "adv": adv.detach().clone(),
+                             "mask": mask.bool().clone(), **k})
+        return real_loss(lp, old, adv, mask, **k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(loop, "sample", sample)
+        mp.setattr(losses, "candidate_policy_loss", loss)
+        run_opd(cfg)
+    cap["rows"] = _rows(cfg.out)
+    return cap
+
+
+def _logp(path, roll) -> torch.Tensor:
+    """Independent scoring of the captured rollouts: full log-softmax ``[B, T, V]`` of one model."""
+    from shiftkit.models import load_model_and_tokenizer
+    from shiftkit.sampling import forward_logits
+
+    m, _ = load_model_and_tokenizer(path)
+    with torch.no_grad():
+        return forward_logits(m, roll.prompt_ids_BP, roll.prompt_mask_BP, roll.completion_ids_BT,
+                              roll.completion_mask_BT).log_softmax(-1)
+
+
+def test_reward_modes_give_their_documented_advantages_on_the_same_samples(trio, tmp_path):
+    caps = {m: _capture(_cfg(trio, tmp_path / m, reward_mode=m, steps=1, top_k=5)) for m in
+            ("sampled", "student_topk", "full_vocab")}
+    roll = caps["sampled"]["roll"][0]
+    for c in caps.values():  # the same samples in every mode
+        assert torch.equal(c["roll"][0].completion_ids_BT, roll.completion_ids_BT)
+    s, t, r = (_logp(trio[k], roll) for k in ("student", "teacher", "ref"))
+    m = roll.completion_mask_BT.bool()
+    delta = t - r  # Delta(v | s_t) = log pi_teacher - log pi_ref, [B, T, V]
+    want = {  # losses.py "Direct-OPD signals": adv = sg[w * Delta] per candidate
+        "sampled": delta.gather(-1, roll.completion_ids_BT.unsqueeze(-1)),  # w = 1, K = 1
+        "student_topk": (lambda ids: s.gather(-1, ids).softmax(-1) * delta.gather(-1, ids))(s.topk(5, -1).indices),
+        "full_vocab": s.exp() * delta,  # w = the student's exact probabilities, K = V
+    }
+    got = {k: c["calls"][0]["adv"] for k, c in caps.items()}
+    for k in want:
+        assert got[k].shape == want[k].shape, k
+        torch.testing.assert_close(got[k][m], want[k][m], rtol=1e-4, atol=1e-6)
+    # and they are different signals: per-position expected reward sum_k adv_k differs between modes
+    per_pos = {k: v.sum(-1)[m] for k, v in got.items()}
+    assert (per_pos["sampled"] - per_pos["student_topk"]).abs().max() > 1e-3
+    assert (per_pos["student_topk"] - per_pos["full_vocab"]).abs().max() > 1e-3
+    wr = {k: c["rows"][0]["reward/weighted_mean"] for k, c in caps.items()}
+    assert len({round(v, 6) for v in wr.values()}) == 3
+
+
+def test_top_q_keeps_the_reward_at_the_top_jsd_fraction_of_positions(trio, tmp_path):
+    import math
+
+    from shiftkit import losses
+
+    full = _capture(_cfg(trio, tmp_path / "q1", steps=1))
+    part = _capture(_cfg(trio, tmp_path / "q03", steps=1, top_q=0.3))
+    roll = full["roll"][0]
+    m = roll.completion_mask_BT.bool()
+    a1, aq = full["calls"][0]["adv"], part["calls"][0]["adv"]
+    assert (a1.abs().sum(-1) > 0)[m].all()  # top_q=1: a reward at every valid position
+    kept = (aq.abs().sum(-1) > 0) & m
+    jsd = losses.jsd_from_logits(_logp(trio["teacher"], roll), _logp(trio["ref"], roll))
+    for b in range(m.shape[0]):
+        n = int(m[b].sum())
+        assert int(kept[b].sum()) == math.ceil(0.3 * n)  # ceil(top_q * n_valid) positions per row
+        top = jsd[b][m[b]].topk(math.ceil(0.3 * n)).indices
+        assert set(top.tolist()) == set(kept[b][m[b]].nonzero().squeeze(-1).tolist())  # the largest JSD
+    torch.testing.assert_close(aq[kept], a1[kept], rtol=0, atol=0)  # masked, not rescaled
+
+
+def test_reward_scale_and_delta_clip_shape_the_reward(trio, tmp_path):
+    plain = _capture(_cfg(trio, tmp_path / "p", steps=1, reward_mode="sampled"))
+    shaped = _capture(_cfg(trio, tmp_path / "s", steps=1, reward_mode="sampled", reward_scale=2.0, delta_clip=0.05))
+    m = plain["roll"][0].completion_mask_BT.bool()
+    a, b = plain["calls"][0]["adv"][m], shaped["calls"][0]["adv"][m]
+    assert (a.abs() > 0.05).any() and (a.abs() < 0.05).any()  # both branches of the clip are exercised
+    torch.testing.assert_close(b, 2.0 * a.clamp(-0.05, 0.05), rtol=1e-6, atol=1e-7)
+
+
+def test_grpo_weight_adds_the_outcome_advantage_as_one_more_candidate(trio, tmp_path, monkeypatch):
+    from shiftkit.tasks import Mixture
+
+    # random models never solve a task: make the outcome reward the completion length, so it varies
+    monkeypatch.setattr(Mixture, "reward", lambda self, problem, completion: float(len(completion)))
+    kw = dict(steps=1, samples_per_prompt=3, top_k=4)
+    base = _capture(_cfg(trio, tmp_path / "b", **kw))
+    half = _capture(_cfg(trio, tmp_path / "h", grpo_weight=0.5, **kw))
+    roll = base["roll"][0]
+    m = roll.completion_mask_BT.bool()
+    a0, ah = base["calls"][0]["adv"], half["calls"][0]["adv"]
+    assert a0.shape[-1] == 4 and ah.shape[-1] == 5
+    torch.testing.assert_close(ah[..., :4][m], a0[m], rtol=0, atol=0)  # the dense signal is unchanged
+    out_B = torch.tensor([float(len(t)) for t in roll.texts])
+    from shiftkit import losses
+
+    want_B = 0.5 * losses.group_advantages(out_B, 3)  # w * GRPO advantage of each sequence
+    assert want_B.abs().max() > 0
+    torch.testing.assert_close(ah[..., 4][m], want_B[:, None].expand(m.shape)[m], rtol=1e-5, atol=1e-6)
+    lp_sampled = _logp(trio["student"], roll).gather(-1, roll.completion_ids_BT.unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(half["calls"][0]["lp"][..., 4][m], lp_sampled[m], rtol=1e-4, atol=1e-5)
+
+
+def test_ppo_epochs_and_clip_reuse_the_batch_with_old_logprobs(trio, tmp_path):
+    clip = _capture(_cfg(trio, tmp_path / "c", steps=1, clip_low=0.2, ppo_epochs=2, lr=3e-2))
+    free = _capture(_cfg(trio, tmp_path / "f", steps=1, ppo_epochs=2, lr=3e-2))
+    one = _capture(_cfg(trio, tmp_path / "o", steps=1, lr=3e-2))
+    assert len(clip["calls"]) == 2 and len(one["calls"]) == 1  # one loss per epoch
+    e1, e2 = clip["calls"]
+    m = e1["mask"]
+    torch.testing.assert_close(e1["lp"][m], e1["old"][m])  # epoch 1: ratio 1
+    torch.testing.assert_close(e2["old"][m], e1["old"][m])  # epoch 2: same old log-probs...
+    assert (e2["lp"] - e2["old"])[m].abs().max() > 0.2  # ...but a moved policy
+    assert e1["clip_low"] == 0.2 and e1["clip_high"] == 0.2  # clip_high defaults to clip_low
+    assert clip["rows"][0]["clip_frac"] > 0 and free["rows"][0]["clip_frac"] == 0
+    assert _changed(tmp_path / "c" / "final", tmp_path / "f" / "final") > 0
+
+
+def test_fixed_alpha_stays_and_kl_grows_after_the_first_update(trio, tmp_path):
+    run_opd(_cfg(trio, tmp_path / "r", kl_mode="fixed", kl_coef=0.7, lr=1e-2))
     rows = _rows(tmp_path / "r")
     assert all(r["kl/alpha"] == 0.7 for r in rows)
+    assert rows[0]["kl/k3"] == pytest.approx(0.0, abs=1e-6) and rows[1]["kl/k3"] > 1e-6
+    run_opd(_cfg(trio, tmp_path / "n", kl_mode="none", lr=1e-2))
+    assert all(r["kl/alpha"] == 0.0 and r["kl/k3"] == 0.0 for r in _rows(tmp_path / "n"))
+    assert _changed(tmp_path / "r" / "final", tmp_path / "n" / "final") > 0  # the KL term changed the update
 
 
 def test_vanilla_opd_and_grpo_baselines_run(trio, tmp_path):
