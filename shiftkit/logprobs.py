@@ -1,0 +1,293 @@
+"""Per-token log-probs from hidden states, in token chunks: the full ``[B, T, V]`` tensor never exists.
+
+Every loop needs the same few quantities of a model's next-token distribution at the completion
+positions: log-probs at the sampled token or at arbitrary candidate ids (``[B, T, K]``), the
+student's top-K, the entropy, and, for Direct-OPD's ``full_vocab`` mode, a loss over the whole
+vocabulary. Computed from full logits, each costs ``B*T*V`` fp32 floats (2 GB at B=16, T=2048,
+V=151k, several times over for log-softmax, its gradient, teacher and reference). Here the model
+returns its **last hidden state** ``[B, T, H]`` (``H`` << ``V``) and the head ``hidden @ W.T``
+runs ``chunk`` positions at a time. With gradients on, each chunk is wrapped in
+:func:`torch.utils.checkpoint.checkpoint`, so the backward recomputes one chunk's logits at a time
+too: peak memory is ``O(chunk * V)``, whatever ``B * T``.
+
+The numbers are those of the unchunked path (:mod:`shiftkit.losses` on ``forward_logits``):
+logits are cast to fp32, then divided by ``temperature`` (as the loops do: the student and the KL
+anchor at the sampling temperature, teacher and reference at 1), then log-softmaxed over the whole
+vocabulary. The math of each loss is :mod:`shiftkit.losses`, called per chunk; nothing is copied.
+
+A :class:`Head` bundles what one model contributes: its hidden states, its output-embedding weight
+(and bias) and the temperature. Shapes: ``B`` rows, ``T`` completion positions, ``H`` hidden size,
+``V`` vocabulary, ``K`` candidates, ``N = B*T`` flattened positions, ``C`` positions per chunk.
+
+Limits: the head must be a plain linear layer (no logit soft-capping). Under FSDP/ZeRO-3 the
+``lm_head`` weight is sharded outside the forward, so there use the model's own logits (or gather
+the head weight first).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+from shiftkit import losses
+from shiftkit.errors import ShiftkitError
+
+try:  # the Direct-OPD signals (student_topk, direct_opd_candidates) live in shiftkit.advantages
+    from shiftkit import advantages as _adv
+except ImportError:  # pragma: no cover - before the losses/advantages split
+    _adv = losses
+
+CHUNK_ELEMS = 2**25  # default chunk: about this many logits (128 MB in fp32) per [C, V] tensor
+
+
+@dataclasses.dataclass
+class Head:
+    """One model's next-token head at the completion positions: ``softmax((h @ W.T + b) / temperature)``."""
+
+    hidden_BTH: torch.Tensor
+    weight_VH: torch.Tensor
+    bias_V: torch.Tensor | None = None
+    temperature: float = 1.0
+
+    @property
+    def vocab(self) -> int:
+        return self.weight_VH.shape[0]
+
+    def detach(self) -> "Head":
+        return Head(self.hidden_BTH.detach(), self.weight_VH.detach(),
+                    None if self.bias_V is None else self.bias_V.detach(), self.temperature)
+
+
+def lm_head_of(model) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(weight [V, H], bias [V] or None)`` of an HF causal LM's output layer (DDP wrapper accepted)."""
+    m = model.module if hasattr(model, "module") else model
+    cfg = getattr(m, "config", None)
+    if getattr(cfg, "final_logit_softcapping", None):
+        raise ShiftkitError(f"{type(m).__name__} soft-caps its logits; chunked log-probs need a plain linear head")
+    head = m.get_output_embeddings()
+    if not isinstance(head, torch.nn.Linear):
+        raise ShiftkitError(f"{type(m).__name__}'s output layer is {type(head).__name__}, not nn.Linear; "
+                            "chunked log-probs need a plain linear head")
+    return head.weight, head.bias
+
+
+def forward_hidden(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT,
+                   dtype: str | torch.dtype | None = None) -> torch.Tensor:
+    """Last hidden state ``[B, T, H]`` at the positions predicting each completion token.
+
+    The same forward as :func:`shiftkit.sampling.forward_logits` (left-padded prompt, right-padded
+    completion, ``position_ids = cumsum(mask) - 1``) through the model's own ``__call__`` (so a DDP
+    wrapper syncs gradients), but asking for no logits (``logits_to_keep`` = an empty index).
+    """
+    from shiftkit.models import resolve_dtype
+    from shiftkit.sampling import _positions
+
+    P = prompt_ids_BP.shape[1]
+    ids_BL = torch.cat([prompt_ids_BP, completion_ids_BT], 1)
+    mask_BL = torch.cat([prompt_mask_BP, completion_mask_BT], 1)
+    ctx = contextlib.nullcontext()
+    if dtype is not None and resolve_dtype(dtype) != torch.float32:
+        ctx = torch.autocast(device_type=ids_BL.device.type, dtype=resolve_dtype(dtype))
+    with ctx:
+        out = model(input_ids=ids_BL, attention_mask=mask_BL, position_ids=_positions(mask_BL), use_cache=False,
+                    output_hidden_states=True, logits_to_keep=torch.empty(0, dtype=torch.long, device=ids_BL.device))
+    return out.hidden_states[-1][:, P - 1 : -1]
+
+
+def model_head(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT, *,
+               dtype: str | torch.dtype | None = None, temperature: float = 1.0) -> Head:
+    """:func:`forward_hidden` plus the model's output layer, as a :class:`Head`."""
+    w, b = lm_head_of(model)
+    h = forward_hidden(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT, dtype)
+    return Head(h, w, b, temperature)
+
+
+def logits_of(head: Head, rows: slice | None = None) -> torch.Tensor:
+    """fp32 logits ``[N or C, V]`` of the flattened positions ``rows``, divided by the temperature.
+
+    The unchunked reference is ``logits_of(head)`` (all ``N`` rows), i.e. ``forward_logits / T``.
+    """
+    h_NH = head.hidden_BTH.reshape(-1, head.hidden_BTH.shape[-1])
+    if rows is not None:
+        h_NH = h_NH[rows]
+    return F.linear(h_NH, head.weight_VH, head.bias_V).float() / head.temperature
+
+
+def default_chunk(vocab: int) -> int:
+    return max(1, CHUNK_ELEMS // max(1, vocab))
+
+
+def map_chunks(fn: Callable, heads: list[Head], extras: list[torch.Tensor] = (), chunk: int | None = None):
+    """Apply ``fn(logits_list, extras_list) -> tuple of [C, ...] tensors`` chunk by chunk and concatenate.
+
+    ``heads`` share ``B`` and ``T``; ``fn`` gets each head's fp32 logits ``[C, V]`` (temperature
+    applied) and each extra flattened to ``[C, ...]`` (extras are ``[B, T, ...]``). Outputs come back
+    as ``[B, T, ...]``. With grad enabled and a head that needs it, each chunk runs under
+    non-reentrant activation checkpointing, so only one chunk's ``[C, V]`` tensors are ever alive,
+    in the forward and in the backward. ``T = 0`` (or ``B = 0``) works: ``fn`` sees one empty chunk.
+    """
+    B, T = heads[0].hidden_BTH.shape[:2]
+    for h in heads:
+        if tuple(h.hidden_BTH.shape[:2]) != (B, T):
+            raise ValueError(f"heads disagree on [B, T]: {tuple(h.hidden_BTH.shape[:2])} vs {(B, T)}")
+    N = B * T
+    C = chunk or default_chunk(max(h.vocab for h in heads))
+    flat = [e.reshape(N, *e.shape[2:]) for e in extras]
+    grad = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for h in heads for t in (h.hidden_BTH, h.weight_VH, h.bias_V))
+
+    def run(start: int, stop: int, *tensors):
+        # tensors: per head (hidden, weight, bias-or-empty), then the extras' chunks
+        hs = [Head(tensors[3 * i], tensors[3 * i + 1], tensors[3 * i + 2] if h.bias_V is not None else None,
+                   h.temperature) for i, h in enumerate(heads)]
+        return tuple(fn([logits_of(x, slice(start, stop)) for x in hs], list(tensors[3 * len(heads):])))
+
+    outs = []
+    for start in range(0, max(N, 1), C):
+        stop = min(start + C, N)
+        args = []
+        for h in heads:
+            args += [h.hidden_BTH, h.weight_VH, h.bias_V if h.bias_V is not None else h.weight_VH.new_empty(0)]
+        args += [e[start:stop] for e in flat]
+        if grad:
+            outs.append(checkpoint(run, start, stop, *args, use_reentrant=False))
+        else:
+            outs.append(run(start, stop, *args))
+    return tuple(torch.cat([o[j] for o in outs], 0).reshape(B, T, *outs[0][j].shape[1:])
+                 for j in range(len(outs[0])))
+
+
+# ---- the quantities the loops need -------------------------------------------------------------
+
+def gather_logprobs(head: Head, ids_BTK: torch.Tensor, chunk: int | None = None) -> torch.Tensor:
+    """Exact log-probs (full-vocabulary softmax) at arbitrary ids ``[B, T, K]`` (= losses.gather_logprobs)."""
+    return map_chunks(lambda lg, ex: (losses.gather_logprobs(lg[0], ex[0]),), [head], [ids_BTK], chunk)[0]
+
+
+def token_logprobs(head: Head, ids_BT: torch.Tensor, chunk: int | None = None) -> torch.Tensor:
+    """log p(ids) ``[B, T]`` (= sampling.token_logprobs on the logits divided by the temperature)."""
+    return gather_logprobs(head, ids_BT.unsqueeze(-1), chunk).squeeze(-1)
+
+
+def student_topk(head: Head, k: int, chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-``k`` ids and their log-probs ``[B, T, K]`` (= advantages.student_topk; ids chosen without grad)."""
+    k = min(k, head.vocab)
+
+    def fn(lg, ex):
+        ids = _adv.student_topk(lg[0].detach(), k)[0]
+        return ids, losses.gather_logprobs(lg[0], ids)
+
+    return map_chunks(fn, [head], [], chunk)
+
+
+def entropy(head: Head, chunk: int | None = None) -> torch.Tensor:
+    """Per-position entropy ``[B, T]`` (= losses.entropy_from_logits)."""
+    return map_chunks(lambda lg, ex: (losses.entropy_from_logits(lg[0]),), [head], [], chunk)[0]
+
+
+def topk_mass(head: Head, k: int, chunk: int | None = None) -> torch.Tensor:
+    """Probability mass of the top-``k`` tokens per position ``[B, T]``, no grad (a diagnostic)."""
+    with torch.no_grad():
+        return map_chunks(lambda lg, ex: (lg[0].softmax(-1).topk(min(k, lg[0].shape[-1]), -1).values.sum(-1),),
+                          [head], [], chunk)[0]
+
+
+def jsd(a: Head, b: Head, chunk: int | None = None) -> torch.Tensor:
+    """Jensen-Shannon divergence per position ``[B, T]`` (= losses.jsd_from_logits)."""
+    return map_chunks(lambda lg, ex: (losses.jsd_from_logits(lg[0], lg[1]),), [a, b], [], chunk)[0]
+
+
+def topk_overlap(a: Head, b: Head, k: int, chunk: int | None = None) -> torch.Tensor:
+    """Shared fraction of the two top-``k`` sets per position ``[B, T]`` (= losses.topk_overlap), no grad."""
+    with torch.no_grad():
+        return map_chunks(lambda lg, ex: (losses.topk_overlap(lg[0], lg[1], k),), [a, b], [], chunk)[0]
+
+
+def position_weights(mask_BT: torch.Tensor, aggregation: str = "token_mean", num_tokens=None,
+                     num_seqs=None) -> torch.Tensor:
+    """Per-position weights ``[B, T]`` with ``sum(w * loss_BT) == losses.aggregate(loss_BT, mask, ...)``.
+
+    ``token_mean``: ``1 / N_tokens`` on valid positions; ``seq_mean``: ``1 / (n_valid(row) * N_seqs)``.
+    ``num_tokens`` / ``num_seqs`` are the global counts, as in :func:`shiftkit.losses.aggregate`.
+    """
+    m_BT = mask_BT.bool()
+    if aggregation == "token_mean":
+        n = m_BT.float().sum() if num_tokens is None else torch.as_tensor(num_tokens, dtype=torch.float32)
+        return m_BT.float() / n.clamp(min=1.0).to(m_BT.device)
+    if aggregation == "seq_mean":
+        per_row_B = m_BT.float().sum(-1)
+        n = (per_row_B > 0).float().sum() if num_seqs is None else torch.as_tensor(float(num_seqs))
+        return m_BT.float() / per_row_B.clamp(min=1.0)[:, None] / n.clamp(min=1.0).to(m_BT.device)
+    raise ValueError(f"unknown aggregation '{aggregation}' (use one of {', '.join(losses.AGGREGATIONS)})")
+
+
+def direct_opd_full_vocab_loss(
+    student: Head,
+    teacher: Head,
+    ref: Head,
+    mask_BT: torch.Tensor,
+    *,
+    old: Head | None = None,
+    keep_BT: torch.Tensor | None = None,
+    scale: float = 1.0,
+    clip: float = 0.0,
+    clip_low: float | None = None,
+    clip_high: float | None = None,
+    aggregation: str = "token_mean",
+    num_tokens=None,
+    num_seqs=None,
+    chunk: int | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Direct-OPD ``full_vocab``: the candidate PPO surrogate over every token, chunk by chunk.
+
+    Per chunk: ``adv, w, delta = advantages.direct_opd_candidates(student_logp, teacher_logp, ref_logp)``
+    with all ``V`` ids as candidates (what ``advantages.direct_opd_full_vocab`` does on full
+    logits), then :func:`shiftkit.losses.candidate_policy_loss`. The result equals the unchunked
+    ``candidate_policy_loss(student_logp_BTV, old_logp_BTV, adv_BTV, mask, ...)``:
+    the surrogate is positively homogeneous in the advantage, so each position's aggregation
+    weight (:func:`position_weights`) is folded into its advantage and the chunk losses add up.
+
+    ``old``: the old policy's head (off-policy: its probabilities weight Delta and its log-probs
+    are the ratio's denominator); default on-policy (the student's own detached log-probs, ratio 1).
+    ``keep_BT``: a position mask on the reward (S2D-OPD ``top_q``), like ``adv * keep`` in the loop.
+    Returns ``(loss, stats)``; ``stats`` (detached, ``[B, T]``, 0 at padding): ``reward`` =
+    ``sum_v adv`` (the adaptive-KL signal), ``delta_sum``, ``delta_sq_sum``, ``delta_pos`` (counts).
+    """
+    wpos_BT = position_weights(mask_BT, aggregation, num_tokens, num_seqs)
+    valid_BT = mask_BT.bool()
+    keep_BT = valid_BT if keep_BT is None else (keep_BT.bool() & valid_BT)
+    heads = [student, teacher.detach(), ref.detach()] + ([old.detach()] if old is not None else [])
+
+    def fn(lg, ex):
+        w_C, m_C, keep_C = ex
+        s_lp = lg[0].log_softmax(-1)
+        base_lp = (lg[3].log_softmax(-1) if len(lg) > 3 else s_lp).detach()
+        adv, _, delta = _adv.direct_opd_candidates(base_lp, lg[1].log_softmax(-1), lg[2].log_softmax(-1),
+                                                     scale=scale, clip=clip)
+        m_C1 = m_C[:, None]  # each position is one "row" of length 1; its weight is in the advantage
+        adv = adv * keep_C[:, None]  # the top-q position mask, as the loop's adv * keep
+        loss, _ = losses.candidate_policy_loss(s_lp[:, None], base_lp[:, None], (adv * w_C[:, None])[:, None], m_C1,
+                                               clip_low=clip_low, clip_high=clip_high, aggregation="token_mean",
+                                               num_tokens=1.0)
+        C = m_C.shape[0]
+        d = delta.detach() * m_C1.to(delta.dtype)
+        # the chunk's scalar loss, spread evenly over its C positions so that concatenating and summing adds it up
+        return (loss.expand(C) / max(C, 1), (adv.detach() * m_C1).sum(-1), d.sum(-1), (d * d).sum(-1),
+                ((delta.detach() > 0) & m_C1).float().sum(-1))
+
+    share_BT, *rest = map_chunks(fn, heads, [wpos_BT, valid_BT, keep_BT], chunk)
+    return share_BT.sum(), dict(zip(("reward", "delta_sum", "delta_sq_sum", "delta_pos"), rest))
+
+
+@torch.no_grad()
+def score(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT, *,
+          dtype: str | torch.dtype = "float32", temperature: float = 1.0, chunk: int | None = None) -> torch.Tensor:
+    """Per-token log-probs ``[B, T]`` of given completions, 0 at padding (= sampling.score, no [B,T,V])."""
+    head = model_head(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT, dtype=dtype,
+                      temperature=temperature)
+    return token_logprobs(head, completion_ids_BT, chunk) * completion_mask_BT

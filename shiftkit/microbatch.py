@@ -1,0 +1,176 @@
+"""Micro-batches by token budget, exact gradient accumulation, gradient checkpointing and bf16 autocast.
+
+Memory of a training forward grows with ``rows x columns`` of the micro-batch, so a rollout batch is
+split into micro-batches of at most ``token_budget`` padded tokens (prompt + completion columns, after
+trimming each micro-batch's own padding). Accumulating ``backward()`` over the micro-batches gives
+**exactly** the full-batch gradient when every micro-batch's loss is normalised by the *global*
+count (``num_tokens`` for ``token_mean``, ``num_seqs`` for ``seq_mean``; the ``num_tokens`` /
+``num_seqs`` arguments of :func:`shiftkit.losses.policy_loss` and friends): the aggregate is then a
+sum of per-micro-batch terms. :func:`global_counts` computes those counts (summed over ranks).
+
+Trimming is exact because of the batch layout (:mod:`shiftkit.sampling`): prompts are left-padded,
+completions right-padded and positions are ``cumsum(mask) - 1``, so dropping all-padding columns
+changes no real token's position or attention.
+
+Mixed precision: the model stays in fp32 (the *master* weights; the optimizer's state follows the
+parameters' dtype, so it is fp32 too) and :func:`autocast` runs matmuls in bf16.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Callable
+
+import torch
+
+from shiftkit.errors import ShiftkitError
+
+
+@dataclasses.dataclass(frozen=True)
+class MicroBatch:
+    """Rows of a batch, with their own padding trimmed: prompt columns ``[p_start:]``, completion ``[:t_stop]``."""
+
+    rows: torch.Tensor  # long indices into the batch
+    p_start: int
+    t_stop: int
+
+    def rows_of(self, x_B: torch.Tensor) -> torch.Tensor:
+        """Per-row tensors (``[B, ...]``, e.g. sequence advantages): this micro-batch's rows."""
+        return x_B[self.rows.to(x_B.device)]
+
+    def prompt(self, x_BP: torch.Tensor) -> torch.Tensor:
+        """Prompt-aligned tensors ``[B, P, ...]`` (ids, mask): rows, left padding trimmed."""
+        return x_BP[self.rows.to(x_BP.device)][:, self.p_start:]
+
+    def completion(self, x_BT: torch.Tensor) -> torch.Tensor:
+        """Completion-aligned tensors ``[B, T, ...]`` (ids, mask, old log-probs, advantages, candidates)."""
+        return x_BT[self.rows.to(x_BT.device)][:, : self.t_stop]
+
+    @property
+    def size(self) -> int:
+        return int(self.rows.numel())
+
+
+def micro_batches(prompt_mask_BP: torch.Tensor, completion_mask_BT: torch.Tensor, token_budget: int | None = None,
+                  *, sort_by_length: bool = False) -> list[MicroBatch]:
+    """Split a batch into micro-batches of at most ``token_budget`` padded tokens each.
+
+    A micro-batch's cost is ``rows * (prompt columns + completion columns)`` after trimming its own
+    padding. Rows are packed greedily in batch order (``sort_by_length``: longest first, which
+    wastes less padding); a single row longer than the budget forms a micro-batch of its own.
+    ``token_budget`` None or 0: one micro-batch holding every row (still trimmed).
+    """
+    if token_budget is not None and token_budget < 0:
+        raise ShiftkitError(f"token_budget must be >= 0 (0 = no limit), got {token_budget}")
+    B, P = prompt_mask_BP.shape
+    p_len_B = prompt_mask_BP.long().sum(-1).cpu()
+    c_mask = completion_mask_BT.long().cpu()
+    T = c_mask.shape[1]
+    # right-padded completions: the last valid column + 1 (at least 1, so the forward has a column)
+    idx_T = torch.arange(1, T + 1)
+    c_len_B = (c_mask * idx_T).amax(-1) if T else torch.zeros(B, dtype=torch.long)
+    order = sorted(range(B), key=lambda i: -int(p_len_B[i] + c_len_B[i])) if sort_by_length else list(range(B))
+    groups: list[list[int]] = []
+    cur: list[int] = []
+    mp = mt = 0
+    for i in order:
+        np_, nt = max(mp, int(p_len_B[i])), max(mt, int(c_len_B[i]), 1 if T else 0)
+        if cur and token_budget and (len(cur) + 1) * (np_ + nt) > token_budget:
+            groups.append(cur)
+            cur, np_, nt = [], int(p_len_B[i]), max(int(c_len_B[i]), 1 if T else 0)
+        cur.append(i)
+        mp, mt = np_, nt
+    if cur:
+        groups.append(cur)
+    out = []
+    for g in groups:
+        rows = torch.tensor(sorted(g), dtype=torch.long)
+        p_keep = max(1, int(p_len_B[rows].max())) if P else 0
+        t_keep = max(1, int(c_len_B[rows].max())) if T else 0
+        out.append(MicroBatch(rows, P - min(P, p_keep), min(T, t_keep)))
+    return out
+
+
+def global_counts(completion_mask_BT: torch.Tensor, d=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(num_tokens, num_seqs)`` of the whole batch, summed over ranks when ``d`` (a Dist) is given.
+
+    ``num_seqs`` counts rows with at least one valid token, the rows ``seq_mean`` averages over.
+    """
+    m = completion_mask_BT.bool()
+    n_tok = m.sum().double()
+    n_seq = m.any(-1).sum().double()
+    if d is not None:
+        n_tok, n_seq = d.sum(n_tok), d.sum(n_seq)
+    return n_tok.float(), n_seq.float()
+
+
+def accumulate(model: torch.nn.Module, mbs: list[MicroBatch], loss_fn: Callable[[MicroBatch], torch.Tensor],
+               world: int = 1) -> torch.Tensor:
+    """``backward()`` of ``loss_fn(mb) * world`` for every micro-batch; returns the summed loss (detached).
+
+    ``loss_fn`` must normalise by the global counts (:func:`global_counts`), so the sum of the
+    micro-batch losses is the full-batch loss and the accumulated gradient is its gradient. ``world``:
+    the data-parallel world size (DDP averages gradients over ranks; losses with global counts are sums).
+    Under DDP the gradient all-reduce runs once, on the last micro-batch (``no_sync`` before it).
+    """
+    total = torch.zeros(())
+    for i, mb in enumerate(mbs):
+        sync = i == len(mbs) - 1 or not hasattr(model, "no_sync")
+        with contextlib.nullcontext() if sync else model.no_sync():
+            loss = loss_fn(mb)
+            (loss * world).backward()
+        total = total + loss.detach().float().cpu()
+    return total
+
+
+# ---- memory and precision switches ---------------------------------------------------------------
+
+def set_gradient_checkpointing(model, enabled: bool) -> None:
+    """Turn HF activation (gradient) checkpointing on (non-reentrant) or off.
+
+    transformers >= 5.2x names it ``activation_checkpointing_enable``; older ones
+    ``gradient_checkpointing_enable`` (same behaviour). A model without it is an error.
+    """
+    m = model.module if hasattr(model, "module") else model
+    if not getattr(m, "supports_gradient_checkpointing", False):
+        raise ShiftkitError(f"{type(m).__name__} does not support gradient checkpointing")
+    new_api = hasattr(m, "activation_checkpointing_enable")
+    if enabled:
+        if new_api:
+            m.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:  # pragma: no cover - older transformers
+            m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if getattr(m, "config", None) is not None:
+            m.config.use_cache = False  # a KV cache is useless (and HF warns) in a checkpointed training forward
+    else:
+        (m.activation_checkpointing_disable if new_api else m.gradient_checkpointing_disable)()
+
+
+def is_gradient_checkpointing(model) -> bool:
+    m = model.module if hasattr(model, "module") else model
+    if hasattr(type(m), "is_activation_checkpointing"):
+        return bool(m.is_activation_checkpointing)
+    return bool(getattr(m, "is_gradient_checkpointing", False))
+
+
+def autocast(device: torch.device | str, dtype: str | torch.dtype | None):
+    """bf16/fp16 autocast on ``device`` (``None`` or fp32: no autocast). Weights stay fp32 (master)."""
+    from shiftkit.models import resolve_dtype
+
+    if dtype is None or resolve_dtype(dtype) == torch.float32:
+        return contextlib.nullcontext()
+    dev = torch.device(device) if isinstance(device, str) else device
+    return torch.autocast(device_type=dev.type, dtype=resolve_dtype(dtype))
+
+
+def check_fp32_master(model: torch.nn.Module, opt: torch.optim.Optimizer | None = None) -> None:
+    """Raise unless every trainable parameter (and every floating optimizer state) is fp32."""
+    for n, p in model.named_parameters():
+        if p.requires_grad and p.dtype != torch.float32:
+            raise ShiftkitError(f"parameter {n} is {p.dtype}; mixed precision keeps fp32 master weights "
+                                "(load the model in float32 and train under autocast)")
+    for state in (opt.state.values() if opt is not None else []):
+        for k, v in state.items():
+            if torch.is_tensor(v) and v.is_floating_point() and v.dtype != torch.float32 and v.dim() > 0:
+                raise ShiftkitError(f"optimizer state '{k}' is {v.dtype}, expected float32")

@@ -1,0 +1,23 @@
+import pytest
+import torch
+
+from shiftkit.models import TinyModelSpec, make_char_tokenizer, make_tiny_model
+
+PICO = TinyModelSpec(hidden_size=32, num_hidden_layers=2, intermediate_size=64, num_attention_heads=4,
+                     num_key_value_heads=2, head_dim=8)
+
+
+@pytest.fixture(scope="session")
+def tok():
+    return make_char_tokenizer()
+
+
+@pytest.fixture
+def pico(tok):
+    return make_tiny_model(PICO, vocab_size=len(tok), seed=0)
+
+
+@pytest.fixture(autouse=True)
+def _fp32_default():
+    torch.manual_seed(0)
+    yield
