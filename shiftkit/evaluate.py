@@ -142,7 +142,7 @@ class ModelEvalConfig:
 def run_eval(cfg: ModelEvalConfig) -> dict:
     """Evaluate ``cfg.model``; write the full result to ``cfg.out`` if set; return it without per-problem rows."""
     from shiftkit.io import atomic_write_json
-    from shiftkit.train_common import set_threads
+    from shiftkit.loopkit import set_threads
     from shiftkit.models import load_model_and_tokenizer
     from shiftkit.tasks import Mixture, eval_set
 

@@ -37,8 +37,12 @@ class Rollouts:
 def encode_prompts(tokenizer, prompts: list[str], device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
     """Left-padded prompt ids and mask (no special tokens are added)."""
     ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    return pad_left(ids, tokenizer.pad_token_id, device)
+
+
+def pad_left(ids: list[list[int]], pad: int, device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """Token-id rows left-padded to the longest, and their mask."""
     P = max(len(x) for x in ids)
-    pad = tokenizer.pad_token_id
     ids_BP = torch.full((len(ids), P), pad, dtype=torch.long)
     mask_BP = torch.zeros((len(ids), P), dtype=torch.long)
     for b, x in enumerate(ids):
@@ -94,8 +98,9 @@ def inverse_cdf(logp_BV: torch.Tensor, u_B: torch.Tensor) -> torch.Tensor:
 def sample(
     model,
     tokenizer,
-    prompts: list[str],
+    prompts: list[str] | None = None,
     *,
+    prompt_ids: list[list[int]] | None = None,
     max_new_tokens: int = 64,
     temperature: float = 1.0,
     top_p: float = 1.0,
@@ -105,7 +110,8 @@ def sample(
 ) -> Rollouts:
     """Sample one completion per prompt with a KV cache, stopping rows at EOS.
 
-    ``row_seeds[b]`` seeds row b's random stream (default ``seed + b``). Log-probs are of the
+    The prompts are strings (``prompts``) or token-id rows (``prompt_ids``, e.g. a multi-turn context
+    that already holds tool output). ``row_seeds[b]`` seeds row b's random stream (default ``seed + b``). Log-probs are of the
     sampling distribution (temperature/top-p applied); with ``greedy`` they are of the
     temperature-1 distribution.
     """
@@ -114,8 +120,13 @@ def sample(
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    B = len(prompts)
-    ids_BP, mask_BP = encode_prompts(tokenizer, prompts, device)
+    if (prompts is None) == (prompt_ids is None):
+        raise ValueError("sample: give either prompts or prompt_ids")
+    if prompt_ids is not None:
+        ids_BP, mask_BP = pad_left(prompt_ids, tokenizer.pad_token_id, device)
+    else:
+        ids_BP, mask_BP = encode_prompts(tokenizer, prompts, device)
+    B = ids_BP.shape[0]
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     u_BT = None
     if not greedy:  # row b's t-th uniform comes from its own stream, whatever else is in the batch

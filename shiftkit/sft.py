@@ -14,14 +14,11 @@ from pathlib import Path
 
 import torch
 
+from shiftkit import loopkit as kit
 from shiftkit import losses
-from shiftkit.config import to_dict
-from shiftkit.dist import Dist, unwrap
 from shiftkit.errors import ShiftkitError
 from shiftkit.io import read_jsonl
-from shiftkit.runs import RunDir
 from shiftkit.sampling import encode_completions, encode_prompts, forward_logits
-from shiftkit.train_common import grad_norm_clip, lr_at, make_optimizer, set_lr, set_threads
 
 
 @dataclasses.dataclass
@@ -93,66 +90,36 @@ def batch_for_step(cfg: SFTConfig, step: int, rows, mixture) -> list[tuple[str, 
 
 
 def run_sft(cfg: SFTConfig) -> dict:
-    from shiftkit.evaluate import evaluate_model
     from shiftkit.tasks import Mixture, eval_set
 
-    set_threads(cfg.threads)
-    d = Dist()
     rows = _load_rows(cfg.data) if cfg.data else None
     mixture = Mixture(cfg.tasks)
-    run = RunDir(cfg.out, to_dict(cfg), overwrite=cfg.overwrite)
+    d, run = kit.open_run(cfg)
     if run.done:
         return run.summary()
     torch.manual_seed(cfg.seed)
     model, tok = _init_model(cfg)
     model.to(d.device).train()
-    opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
-    start = 0
-    if (ck := run.latest_checkpoint()) is not None:
-        start, _ = run.load_trainer_state(ck, model, opt)
+    opt = kit.make_optimizer(model, cfg.lr, cfg.weight_decay)
+    st = kit.resume(run, model, opt, d, cfg.steps, f"sft {Path(cfg.out).name}", cfg.progress)
     ddp_model = d.wrap(model)
-    log = run.metrics_writer(start) if d.is_main else None
     evals = eval_set(cfg.tasks, cfg.eval_n) if (cfg.eval_every and rows is None) else []
-    bar = None
-    if cfg.progress and d.is_main:
-        from tqdm import tqdm
-
-        bar = tqdm(total=cfg.steps, initial=start, desc=f"sft {Path(cfg.out).name}", leave=False)
-    t_start = time.time()
-    for step in range(start, cfg.steps):
+    eval_fn = kit.held_out_eval(model, tok, evals, mixture.reward, cfg.max_new_tokens)
+    row: dict = {}
+    for step in range(st.start, cfg.steps):
         t0 = time.time()
         batch = d.shard(batch_for_step(cfg, step, rows, mixture))
         p_ids, p_mask = encode_prompts(tok, [p for p, _ in batch], d.device)
         c_ids, c_mask = encode_completions(tok, [c for _, c in batch], add_eos=True, device=d.device)
         n_tok = d.sum(c_mask.sum())
         logits_BTV = forward_logits(ddp_model, p_ids, p_mask, c_ids, c_mask)
-        loss = losses.sft_loss(logits_BTV, c_ids, c_mask, num_tokens=n_tok) * d.world
-        set_lr(opt, lr_at(step, cfg.lr, cfg.warmup, cfg.steps, cfg.schedule))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        gnorm = grad_norm_clip(model, cfg.grad_clip)
-        opt.step()
-        row = {"step": step, "loss": float(loss.detach()) / d.world, "grad_norm": gnorm, "lr": opt.param_groups[0]["lr"],
+        loss = losses.sft_loss(logits_BTV, c_ids, c_mask, num_tokens=n_tok)
+        kit.set_lr(opt, kit.lr_at(step, cfg.lr, cfg.warmup, cfg.steps, cfg.schedule))
+        gnorm = kit.optimizer_step(loss, model, opt, d, cfg.grad_clip)
+        row = {"step": step, "loss": float(loss.detach()), "grad_norm": gnorm, "lr": opt.param_groups[0]["lr"],
                "step_time": time.time() - t0}
-        if evals and ((step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps) and d.is_main:
-            ev = evaluate_model(unwrap(model), tok, evals, mixture.reward, max_new_tokens=cfg.max_new_tokens)
-            row.update({f"eval/{k}": v for k, v in ev.items() if k != "per_problem"})
-        if log:
-            log.write(row)
-        if bar:
-            bar.update(1)
-            bar.set_postfix(loss=f"{row['loss']:.3f}")
-        if cfg.save_every and (step + 1) % cfg.save_every == 0 and step + 1 < cfg.steps:
-            if d.is_main:
-                run.save_checkpoint(step + 1, model, tok, opt)
-            d.barrier()
-    if bar:
-        bar.close()
-    summary = {"out": str(run.final), "steps": cfg.steps, "final_loss": row["loss"] if cfg.steps > start else None,
-               "train_seconds": time.time() - t_start}
-    if d.is_main:
-        if log:
-            log.close()
-        run.finish(model, tok, summary)
-    d.barrier()
-    return summary
+        kit.log_step(st, step, row, cfg.steps, cfg.eval_every, eval_fn, loss=f"{row['loss']:.3f}")
+        kit.checkpoint(st, step, cfg.steps, cfg.save_every, model, tok, opt)
+    summary = {"out": str(run.final), "steps": cfg.steps, "final_loss": row.get("loss"),
+               "train_seconds": time.time() - st.t_start}
+    return kit.close_run(st, model, tok, summary, row)

@@ -12,9 +12,16 @@ The loop (:func:`run_agentic_rl`) on the toy calculator task (:mod:`shiftkit.age
 1. warm start: behaviour cloning on noisy demonstrations (:func:`warm_start`, cached in ``<out>/../warm``);
 2. PPO only: value pretraining of the critic on rollouts of the frozen policy (:func:`value_pretrain`),
    with the critic error measured on held-out rollouts before and after;
-3. per step: rollouts (``prompts_per_step`` x ``group_size``), trajectory rewards, advantages (GRPO:
-   group-relative, broadcast over generated tokens; PPO: GAE over generated tokens from the critic),
-   ``ppo_epochs`` updates of :func:`shiftkit.losses.policy_loss` (+ the clipped value loss).
+3. per step: rollouts (``prompts_per_step`` x ``group_size``) through the shared sampler
+   (:func:`shiftkit.sampling.sample` on token contexts, one turn at a time), trajectory rewards,
+   advantages (GRPO: group-relative, broadcast over generated tokens; PPO: GAE over generated tokens
+   from the critic; :mod:`shiftkit.advantages`), ``ppo_epochs`` updates of
+   :func:`shiftkit.losses.policy_loss` (+ the clipped value loss); an all-zero-advantage batch does
+   not step the optimizer.
+
+The bookkeeping is the training kit's (:mod:`shiftkit.loopkit`): a run directory with
+``config.json``, ``metrics.jsonl``, resumable checkpoints (policy, optimizer, and the critic with its
+optimizer in the checkpoint's extra state), ``final/`` and ``DONE``; a killed run resumes bit for bit.
 
 :func:`kernel_rl_step` runs the same update once on kernel-agent trajectories (chat format, mechanics).
 """
@@ -31,11 +38,12 @@ from pathlib import Path
 
 import torch
 
+from shiftkit import advantages as A
+from shiftkit import loopkit as kit
 from shiftkit import losses as L
-from shiftkit.agent import losses as AL
 from shiftkit.agent import toytask as TT
 from shiftkit.errors import ShiftkitError
-from shiftkit.sampling import _positions, forward_logits, token_logprobs
+from shiftkit.sampling import _positions, forward_logits, sample, token_logprobs
 
 # ----------------------------------------------------------------------------- batching
 
@@ -95,7 +103,7 @@ def masked_sft_step(model, opt, examples, pad_id: int, grad_clip: float = 1.0) -
     loss = L.sft_loss(logits_BTV, batch["rest_BT"], batch["gen_BT"])
     opt.zero_grad(set_to_none=True)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    kit.grad_norm_clip(model, grad_clip)
     opt.step()
     return float(loss.detach())
 
@@ -103,59 +111,25 @@ def masked_sft_step(model, opt, examples, pad_id: int, grad_clip: float = 1.0) -
 # ----------------------------------------------------------------------------- toy rollouts
 
 
-@torch.no_grad()
-def generate(model, contexts: list[list[int]], max_new: int, eos: int, pad: int, temperature: float,
-             gens: list[torch.Generator] | None) -> list[list[int]]:
-    """Continue each token context until EOS (included) or ``max_new`` tokens; greedy when ``gens`` is None."""
-    from transformers import DynamicCache
-
-    B, P = len(contexts), max(len(c) for c in contexts)
-    ids = torch.full((B, P), pad, dtype=torch.long)
-    mask = torch.zeros(B, P, dtype=torch.long)
-    for b, c in enumerate(contexts):
-        ids[b, P - len(c):] = torch.tensor(c)
-        mask[b, P - len(c):] = 1
-    cache = DynamicCache(config=model.config)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask), cache=cache, use_cache=True)
-    pos = _positions(mask)[:, -1]
-    res: list[list[int]] = [[] for _ in range(B)]
-    done = torch.zeros(B, dtype=torch.bool)
-    for _ in range(max_new):
-        logits = out.logits[:, -1].float()
-        if gens is None:
-            tok = logits.argmax(-1)
-        else:
-            probs = (logits / temperature).softmax(-1)
-            tok = torch.stack([torch.multinomial(probs[b], 1, generator=gens[b])[0] for b in range(B)])
-        for b in range(B):
-            if not done[b]:
-                res[b].append(int(tok[b]))
-        done = done | (tok == eos)
-        if bool(done.all()):
-            break
-        mask = torch.cat([mask, torch.ones(B, 1, dtype=torch.long)], 1)
-        pos = pos + 1
-        out = model(input_ids=tok[:, None], attention_mask=mask, position_ids=pos[:, None], cache=out.cache,
-                    use_cache=True)
-    return res
-
-
 def toy_rollouts(model, tok, problems: list[TT.ToyProblem], max_turns: int, max_new: int, temperature: float,
                  seeds: list[int] | None) -> tuple[list[TT.ToyEpisode], list[tuple[list[int], list[int]]]]:
-    """Multi-turn episodes, batched across episodes turn by turn; returns episodes and ``(ids, gen)`` rows."""
-    eos, pad = tok.eos_token_id, tok.pad_token_id
+    """Multi-turn episodes, batched across episodes turn by turn through :func:`shiftkit.sampling.sample`
+    (greedy when ``seeds`` is None; turn ``t`` of episode ``i`` draws from ``row_seed(seeds[i], t, 0, 0)``).
+    Returns the episodes and their ``(ids, gen)`` rows."""
+    eos = tok.eos_token_id
     enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]  # noqa: E731
     eps = [TT.ToyEpisode(p) for p in problems]
     rows = [(enc(p.prompt), [0] * len(enc(p.prompt))) for p in problems]
-    gens = [torch.Generator().manual_seed(s) for s in seeds] if seeds is not None else None
     active = list(range(len(eps)))
-    for _turn in range(max_turns):
+    for turn in range(max_turns):
         if not active:
             break
-        outs = generate(model, [rows[i][0] for i in active], max_new, eos, pad, temperature,
-                        [gens[i] for i in active] if gens else None)
+        roll = sample(model, tok, prompt_ids=[rows[i][0] for i in active], max_new_tokens=max_new,
+                      temperature=temperature, greedy=seeds is None,
+                      row_seeds=None if seeds is None else [kit.row_seed(seeds[i], turn, 0, 0) for i in active])
         nxt = []
-        for i, new in zip(active, outs):
+        for k, i in enumerate(active):
+            new = roll.completion_ids_BT[k][roll.completion_mask_BT[k].bool()].tolist()
             ids, gen = rows[i]
             ids += new
             gen += [1] * len(new)
@@ -222,7 +196,10 @@ class AgenticRLConfig:
     warm_batch: int = 32
     warm_lr: float = 3e-3
     warm_p_correct: float = 0.4
+    save_every: int = 0  # resumable checkpoint every N steps (policy, critic, both optimizers)
     threads: int = 1
+    overwrite: bool = False
+    progress: bool = False
 
     def validate(self) -> None:
         if self.algo not in ("ppo", "grpo"):
@@ -233,7 +210,7 @@ class AgenticRLConfig:
 
 def warm_start(cfg: AgenticRLConfig, progress: bool = False) -> Path:
     """Behaviour cloning of a tiny Qwen3 (0.23M) on noisy demonstrations (assistant tokens only). Cached."""
-    from shiftkit.models import WEAK_SPEC, load_model_and_tokenizer, make_char_tokenizer, make_tiny_model, save_model
+    from shiftkit.models import WEAK_SPEC, make_char_tokenizer, make_tiny_model, save_model
 
     path = Path(cfg.warm_dir or Path(cfg.out).parent / "warm")
     if (path / "config.json").is_file():
@@ -241,17 +218,15 @@ def warm_start(cfg: AgenticRLConfig, progress: bool = False) -> Path:
     tok = make_char_tokenizer()
     torch.manual_seed(1234)
     model = make_tiny_model(WEAK_SPEC, seed=1234)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.warm_lr, weight_decay=0.0)
+    opt = kit.make_optimizer(model, cfg.warm_lr, 0.0)
     rng = random.Random("warm")
     losses = []
     for s in range(cfg.warm_steps):
-        for g in opt.param_groups:
-            g["lr"] = cfg.warm_lr * min(1.0, (s + 1) / 20) * (0.1 + 0.9 * (1 - s / cfg.warm_steps))
+        kit.set_lr(opt, kit.lr_at(s, cfg.warm_lr, 20, cfg.warm_steps, "linear"))
         losses.append(masked_sft_step(model, opt, demo_rows(tok, rng, cfg.warm_batch, cfg.warm_p_correct), tok.pad_token_id))
         if progress and s % 50 == 0:
             print(f"warm {s} loss {losses[-1]:.3f}", file=sys.stderr, flush=True)
     save_model(model, tok, path, extra_files={"warm_start.json": json.dumps({"steps": cfg.warm_steps, "final_loss": losses[-1]})})
-    del load_model_and_tokenizer
     return path
 
 
@@ -280,7 +255,7 @@ def critic_error(critic, batch: dict, rewards_B: torch.Tensor) -> dict:
         v = critic(batch)
     ret = _returns_mc(rewards_B, batch["gen_BT"])
     return {"mse": float(L.masked_mean((v - ret).pow(2), batch["gen_BT"].bool())),
-            "explained_variance": AL.explained_variance(v, ret, batch["gen_BT"])}
+            "explained_variance": L.explained_variance(v, ret, batch["gen_BT"])}
 
 
 def value_pretrain(policy, critic, tok, cfg: AgenticRLConfig, copt) -> dict:
@@ -302,9 +277,9 @@ def value_pretrain(policy, critic, tok, cfg: AgenticRLConfig, copt) -> dict:
         batch, r_B = data[s % len(data)]
         with torch.no_grad():
             old_v = critic(batch)
-        _, ret = AL.gae(AL.terminal_rewards(r_B, batch["gen_BT"]), old_v, batch["gen_BT"], cfg.gamma, cfg.lam)
+        _, ret = A.gae(A.terminal_rewards(r_B, batch["gen_BT"]), old_v, batch["gen_BT"], cfg.gamma, cfg.lam)
         v = critic(batch)
-        loss, _ = AL.value_loss(v, old_v, ret, batch["gen_BT"], clip=None)
+        loss, _ = L.value_loss(v, old_v, ret, batch["gen_BT"], clip=None)
         copt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(critic.parameters(), cfg.grad_clip)
@@ -315,92 +290,92 @@ def value_pretrain(policy, critic, tok, cfg: AgenticRLConfig, copt) -> dict:
             "heldout_success": float(held_r.mean())}
 
 
-def run_agentic_rl(cfg: AgenticRLConfig, progress: bool = False) -> dict:
-    """The loop. Writes ``<out>/metrics.jsonl`` and ``<out>/summary.json``; returns the summary."""
-    from shiftkit.io import JsonlWriter, atomic_write_json
+def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
+    """The loop, in a run directory (``cfg.out``) that resumes after a kill; returns the summary."""
     from shiftkit.models import load_model_and_tokenizer
 
     cfg.validate()
-    torch.set_num_threads(cfg.threads)
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    warm = warm_start(cfg, progress)
-    policy, tok = load_model_and_tokenizer(warm)
+    d, run = kit.open_run(cfg)
+    if run.done:
+        return run.summary()
+    policy, tok = load_model_and_tokenizer(warm_start(cfg, cfg.progress))
     torch.manual_seed(cfg.seed)
     policy.train()
-    opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.98))
-    critic = copt = None
-    summary: dict = {"algo": cfg.algo, "seed": cfg.seed, "config": dataclasses.asdict(cfg)}
-    if cfg.algo == "ppo":
-        critic = ValueModel(policy)
-        copt = torch.optim.AdamW(critic.parameters(), lr=cfg.critic_lr, weight_decay=0.0)
-        if cfg.value_pretrain_steps:
-            summary["value_pretrain"] = value_pretrain(policy, critic, tok, cfg, copt)
+    opt = kit.make_optimizer(policy, cfg.lr, 0.0)
+    critic = ValueModel(policy) if cfg.algo == "ppo" else None
+    copt = kit.make_optimizer(critic, cfg.critic_lr, 0.0, betas=(0.9, 0.999)) if critic is not None else None
+    st = kit.resume(run, policy, opt, d, cfg.steps, f"agent-{cfg.algo} s{cfg.seed}", cfg.progress)
+    extra = dict(st.extra)
+    if critic is not None and "critic" in extra:  # resumed: the critic and its optimizer are in the checkpoint
+        critic.load_state_dict(extra["critic"])
+        copt.load_state_dict(extra["critic_opt"])
+    elif critic is not None and cfg.value_pretrain_steps:
+        extra["value_pretrain"] = value_pretrain(policy, critic, tok, cfg, copt)
     evals = draw(cfg.seed, 0, cfg.eval_n, "eval")
-    log = JsonlWriter(out / "metrics.jsonl", append=False)
-    ev0 = evaluate_toy(policy, tok, evals, cfg.max_turns, cfg.max_new_tokens)
-    log.write({"step": 0, **{f"eval/{k}": v for k, v in ev0.items()}})
-    summary["initial_eval"] = ev0
-    G = cfg.group_size
-    t_start = time.time()
-    rewards_hist = []
-    for step in range(cfg.steps):
+
+    def eval_fn() -> dict:
+        return {f"eval/{k}": v for k, v in evaluate_toy(policy, tok, evals, cfg.max_turns, cfg.max_new_tokens).items()}
+
+    kit.first_eval(st, eval_fn)
+    if st.first_eval:
+        extra["initial_eval"] = {k[5:]: v for k, v in st.first_eval.items() if k.startswith("eval/")}
+    P, G = cfg.prompts_per_step, cfg.group_size
+    row: dict = {}
+    for step in range(st.start, cfg.steps):
         t0 = time.time()
-        probs = [p for p in draw(cfg.seed, step, cfg.prompts_per_step) for _ in range(G)]
-        seeds = [cfg.seed * 1_000_003 + step * 10_007 + i for i in range(len(probs))]
+        probs = [p for p in draw(cfg.seed, step, P) for _ in range(G)]
+        seeds = [kit.row_seed(cfg.seed, step, i, j) for i in range(P) for j in range(G)]
         eps, rows = toy_rollouts(policy, tok, probs, cfg.max_turns, cfg.max_new_tokens, cfg.temperature, seeds)
         batch = collate(rows, tok.pad_token_id)
-        gen = batch["gen_BT"]
+        gen_BT = batch["gen_BT"]
         r_B = torch.tensor([e.reward for e in eps])
         with torch.no_grad():
-            old_logp, _ = policy_logp(policy, batch)
-            old_v = critic(batch) if critic is not None else None
+            old_logp_BT, _ = policy_logp(policy, batch)
+            old_v_BT = critic(batch) if critic is not None else None
         if cfg.algo == "grpo":
-            adv = L.group_advantages(r_B, G)[:, None].expand_as(gen).float() * gen
-            ret = None
+            adv_BT, ret_BT = A.group_advantages(r_B, G)[:, None].expand_as(gen_BT).float() * gen_BT, None
         else:
-            adv, ret = AL.gae(AL.terminal_rewards(r_B, gen), old_v, gen, cfg.gamma, cfg.lam)
+            adv_BT, ret_BT = A.gae(A.terminal_rewards(r_B, gen_BT), old_v_BT, gen_BT, cfg.gamma, cfg.lam)
             if cfg.whiten_advantages:
-                adv = AL.whiten(adv, gen)
-        ev_critic = AL.explained_variance(old_v, _returns_mc(r_B, gen), gen) if old_v is not None else None
+                adv_BT = A.whiten(adv_BT, gen_BT)
+        has_signal = bool((adv_BT != 0).any())  # e.g. GRPO with every group all-right or all-wrong
+        ev_critic = L.explained_variance(old_v_BT, _returns_mc(r_B, gen_BT), gen_BT) if critic is not None else None
         for _ in range(cfg.ppo_epochs):
-            logp, logits = policy_logp(policy, batch)
-            loss, pm = L.policy_loss(logp, old_logp, adv, gen, clip_low=cfg.clip_low, clip_high=cfg.clip_high)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            gnorm = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip))
-            opt.step()
+            logp_BT, logits_BTV = policy_logp(policy, batch)
+            loss, pm = L.policy_loss(logp_BT, old_logp_BT, adv_BT, gen_BT, clip_low=cfg.clip_low,
+                                     clip_high=cfg.clip_high)
+            gnorm = kit.optimizer_step(loss, policy, opt, d, cfg.grad_clip, skip=not has_signal)
             if critic is not None:
-                vloss, vm = AL.value_loss(critic(batch), old_v, ret, gen, clip=cfg.value_clip)
-                copt.zero_grad(set_to_none=True)
-                vloss.backward()
-                torch.nn.utils.clip_grad_norm_(critic.parameters(), cfg.grad_clip)
-                copt.step()
+                vloss, vm = L.value_loss(critic(batch), old_v_BT, ret_BT, gen_BT, clip=cfg.value_clip)
+                kit.optimizer_step(vloss, critic, copt, d, cfg.grad_clip)
         with torch.no_grad():
-            ent = float(L.masked_mean(L.entropy_from_logits(logits.detach()), gen.bool()))
-        rewards_hist.append(float(r_B.mean()))
-        row = {"step": step + 1, "reward": float(r_B.mean()), "correct_call_rate": sum(e.called_correctly for e in eps) / len(eps),
-               "malformed_call_rate": sum(e.malformed_calls > 0 for e in eps) / len(eps),
-               "turns": sum(len(e.turns) for e in eps) / len(eps), "gen_tokens": float(gen.sum(-1).float().mean()),
-               "tool_tokens": float(((batch["valid_BT"] - gen).clamp(min=0)).sum(-1).float().mean()),
-               "loss": float(loss), "clip_frac": float(pm["clip_frac"]), "entropy": ent, "grad_norm": gnorm,
-               "step_time": time.time() - t0}
+            ent = float(L.masked_mean(L.entropy_from_logits(logits_BTV.detach()), gen_BT.bool()))
+        n = len(eps)
+        row = {"step": step, "reward": float(r_B.mean()), "correct_call_rate": sum(e.called_correctly for e in eps) / n,
+               "malformed_call_rate": sum(e.malformed_calls > 0 for e in eps) / n,
+               "turns": sum(len(e.turns) for e in eps) / n, "gen_tokens": float(gen_BT.sum(-1).float().mean()),
+               "tool_tokens": float(((batch["valid_BT"] - gen_BT).clamp(min=0)).sum(-1).float().mean()),
+               "loss": float(loss.detach()), "clip_frac": float(pm["clip_frac"]), "entropy": ent, "grad_norm": gnorm,
+               "has_signal": has_signal, "step_time": time.time() - t0}
         if critic is not None:
-            row.update({"value_loss": float(vloss), "value_mse": float(vm["value_mse"]), "critic_explained_variance": ev_critic})
-        if cfg.eval_every and ((step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps):
-            row.update({f"eval/{k}": v for k, v in evaluate_toy(policy, tok, evals, cfg.max_turns, cfg.max_new_tokens).items()})
-        log.write(row)
-        if progress:
-            print(f"[{cfg.algo} s{cfg.seed}] step {step + 1} reward {row['reward']:.3f} " +
-                  (f"eval {row.get('eval/success', float('nan')):.3f}" if "eval/success" in row else ""), file=sys.stderr,
-                  flush=True)
-    log.close()
-    k = max(1, min(5, len(rewards_hist) // 4))
-    summary.update({"steps": cfg.steps, "train_seconds": round(time.time() - t_start, 1),
-                    "reward_first": sum(rewards_hist[:k]) / k, "reward_last": sum(rewards_hist[-k:]) / k,
-                    "final_eval": evaluate_toy(policy, tok, evals, cfg.max_turns, cfg.max_new_tokens)})
-    atomic_write_json(out / "summary.json", summary)
-    return summary
+            row.update({"value_loss": float(vloss.detach()), "value_mse": float(vm["value_mse"]),
+                        "critic_explained_variance": ev_critic})
+        kit.log_step(st, step, row, cfg.steps, cfg.eval_every, eval_fn if cfg.eval_every else None,
+                     reward=f"{row['reward']:.3f}")
+        ck_extra = dict(extra)
+        if critic is not None:
+            ck_extra.update(critic=critic.state_dict(), critic_opt=copt.state_dict())
+        kit.checkpoint(st, step, cfg.steps, cfg.save_every, policy, tok, opt, extra=ck_extra)
+    from shiftkit.io import read_jsonl
+
+    rewards = [r["reward"] for r in read_jsonl(run.path / "metrics.jsonl") if "reward" in r]  # all steps, resumed or not
+    k = max(1, min(5, len(rewards) // 4))
+    summary = {"algo": cfg.algo, "seed": cfg.seed, "config": dataclasses.asdict(cfg), "steps": cfg.steps,
+               "train_seconds": round(time.time() - st.t_start, 1), "reward_first": sum(rewards[:k]) / k,
+               "reward_last": sum(rewards[-k:]) / k, "initial_eval": extra.get("initial_eval"),
+               "final_eval": {k_[5:]: v for k_, v in eval_fn().items()},
+               **({"value_pretrain": extra["value_pretrain"]} if "value_pretrain" in extra else {})}
+    return kit.close_run(st, policy, tok, summary, row)
 
 
 # ----------------------------------------------------------------------------- kernel trajectories (mechanics)
@@ -428,14 +403,14 @@ def kernel_rl_step(events_list: list[list[dict]], policy, tok, algo: str = "ppo"
     m: dict = {"rewards": r_B.tolist(), "gen_tokens": int(gen.sum()), "context_tokens": int((batch["valid_BT"] - gen).sum()),
                "algo": algo}
     if algo == "grpo":
-        adv = L.group_advantages(r_B, len(events_list))[:, None].expand_as(gen).float() * gen
+        adv = A.group_advantages(r_B, len(events_list))[:, None].expand_as(gen).float() * gen
     else:
         critic = critic or ValueModel(policy)
         copt = torch.optim.AdamW(critic.parameters(), lr=lr)
         with torch.no_grad():
             old_v = critic(batch)
-        adv, ret = AL.gae(AL.terminal_rewards(r_B, gen), old_v, gen, gamma, lam)
-        adv = AL.whiten(adv, gen)
+        adv, ret = A.gae(A.terminal_rewards(r_B, gen), old_v, gen, gamma, lam)
+        adv = A.whiten(adv, gen)
     logp, _ = policy_logp(policy, batch)
     loss, pm = L.policy_loss(logp, old_logp, adv, gen, clip_low=clip_low, clip_high=clip_high)
     opt.zero_grad(set_to_none=True)
@@ -444,7 +419,7 @@ def kernel_rl_step(events_list: list[list[dict]], policy, tok, algo: str = "ppo"
     opt.step()
     m.update({"policy_loss": float(loss.detach()), "clip_frac": float(pm["clip_frac"])})
     if algo == "ppo":
-        vloss, vm = AL.value_loss(critic(batch), old_v, ret, gen, clip=0.2)
+        vloss, vm = L.value_loss(critic(batch), old_v, ret, gen, clip=0.2)
         copt.zero_grad(set_to_none=True)
         vloss.backward()
         copt.step()

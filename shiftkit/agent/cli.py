@@ -74,11 +74,6 @@ class SynthRunConfig(SynthConfig):
     mine: bool = False  # only report the torch operator catalogue
 
 
-@dataclasses.dataclass
-class AgentTrainConfig(AgenticRLConfig):
-    progress: bool = True
-
-
 def cmd_run(args) -> dict:
     from shiftkit.agent.bench import make_client
     from shiftkit.agent.episode import run_episode
@@ -156,9 +151,7 @@ def cmd_synth(args) -> dict:
 def cmd_train(args) -> dict:
     from shiftkit.agent.agentic_rl import run_agentic_rl
 
-    cfg = config_from_args(AgentTrainConfig, args)
-    rl = AgenticRLConfig(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(AgenticRLConfig)})
-    return run_agentic_rl(rl, progress=cfg.progress)
+    return run_agentic_rl(config_from_args(AgenticRLConfig, args))
 
 
 def register(sub) -> None:

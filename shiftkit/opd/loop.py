@@ -6,10 +6,13 @@ candidates (the sampled token, the student's top-K, or the whole vocabulary) and
 the post-RL **teacher** and its pre-RL **reference** score the student's own token ids at those
 candidates (full forward, exact log-softmax, fp32 by default, same engine and dtype); the reward is
 ``Delta = log pi_teacher - log pi_ref`` and the advantage ``sg[w * Delta]``
-(:func:`shiftkit.losses.direct_opd_candidates`); the loss is the PPO surrogate over candidates
+(:func:`shiftkit.advantages.direct_opd`); the loss is the PPO surrogate over candidates
 (:func:`shiftkit.losses.candidate_policy_loss`, token-mean) plus ``alpha * k3 KL`` on the sampled
 token to the student's policy at the start of the stage. ``alpha`` follows the official sign-based
-controller, updated from this batch's weighted mean reward before the update (as verl does).
+controller (:func:`shiftkit.advantages.adaptive_kl_coef`), updated from this batch's weighted mean
+reward before the update (as verl does). The bookkeeping (run directory, resume, logging,
+checkpoints, the prompt draws and row seeds shared with GRPO) is the training kit's
+(:mod:`shiftkit.loopkit`); the logged diagnostics are :mod:`shiftkit.opd.diagnostics`.
 
 ``method=vanilla_opd`` uses ``A = -(log pi_student - log pi_teacher)`` at the sampled token instead.
 ``stages`` runs a sequence of (teacher, reference, steps, KL) transfers, each re-anchoring its KL
@@ -20,22 +23,25 @@ token counts and the KL controller a global reward mean, so ranks stay identical
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
-import random
 import time
 from pathlib import Path
 
 import torch
 
+from shiftkit import advantages as A
 from shiftkit import losses
+from shiftkit import loopkit as kit
 from shiftkit.config import to_dict
-from shiftkit.dist import Dist, unwrap
+from shiftkit.dist import Dist
 from shiftkit.errors import ShiftkitError
+from shiftkit.opd.diagnostics import collapsed, opd_diagnostics
+from shiftkit.rl import GRPOConfig
 from shiftkit.runs import RunDir
-from shiftkit.sampling import forward_logits, sample, score, token_logprobs
-from shiftkit.train_common import grad_norm_clip, lr_at, make_optimizer, set_lr, set_threads
+from shiftkit.sampling import forward_logits, score, token_logprobs
 
 METHODS = ("direct_opd", "vanilla_opd", "grpo")
 KL_MODES = ("adaptive", "fixed", "none")
@@ -53,12 +59,12 @@ class OPDConfig:
     out: str = "runs/opd"
     tasks: list[str] = dataclasses.field(default_factory=lambda: ["add", "mul"])
     prompts: str = ""  # optional prompt file (JSONL with "prompt", or one prompt per line) instead of tasks
-    steps: int = 60
-    prompts_per_step: int = 16  # official: 128
+    steps: int = GRPOConfig.steps
+    prompts_per_step: int = GRPOConfig.prompts_per_step  # official: 128
     samples_per_prompt: int = 4  # official n = 4
-    max_new_tokens: int = 48  # official: 2048
-    temperature: float = 1.0
-    top_p: float = 1.0
+    max_new_tokens: int = GRPOConfig.max_new_tokens  # official: 2048
+    temperature: float = GRPOConfig.temperature
+    top_p: float = GRPOConfig.top_p
     reward_mode: str = "student_topk"  # sampled | student_topk | full_vocab
     top_k: int = 16
     reward_scale: float = 1.0  # lambda (official: 1)
@@ -70,37 +76,37 @@ class OPDConfig:
     kl_eps: float = 0.01
     kl_min: float = 0.5
     kl_max: float = 2.5
-    kl_clamp: bool = True  # clamp the k3 log-ratio to [-20, 20] and the k3 to 10, as verl's low_var_kl
+    kl_clamp: bool = GRPOConfig.kl_clamp  # clamp the k3 log-ratio to [-20, 20] and the k3 to 10, as verl's low_var_kl
     lr: float = 1e-6  # official (1.7B students); the toy experiment uses 2e-4
-    warmup: int = 0
-    schedule: str = "constant"
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-    aggregation: str = "token_mean"
-    clip_low: float = 0.0  # PPO clip (0 = off: with one epoch the update is REINFORCE, as official)
-    clip_high: float = 0.0  # 0 = same as clip_low; set alone, it clips the ratio above only
-    ppo_epochs: int = 1
+    warmup: int = GRPOConfig.warmup
+    schedule: str = GRPOConfig.schedule
+    weight_decay: float = GRPOConfig.weight_decay
+    grad_clip: float = GRPOConfig.grad_clip
+    aggregation: str = GRPOConfig.aggregation
+    clip_low: float = GRPOConfig.clip_low  # PPO clip (0 = off: with one epoch the update is REINFORCE, as official)
+    clip_high: float = GRPOConfig.clip_high  # 0 = same as clip_low; set alone, it clips the ratio above only
+    ppo_epochs: int = GRPOConfig.ppo_epochs
     score_dtype: str = "float32"  # teacher, reference and anchor scoring dtype (anchor at `temperature`)
     allow_tokenizer_mismatch: bool = False
     determinism_tol: float = 1e-4
     guard_patience: int = 5  # consecutive collapsed steps before stopping (0 = guard off)
     guard_min_eos_rate: float = 0.1
     guard_min_len_frac: float = 0.2  # collapse if mean length < this x the stage's first-step length
-    seed: int = 0
-    eval_every: int = 20
-    eval_n: int = 100
-    save_every: int = 0
-    threads: int = 0
-    overwrite: bool = False
-    progress: bool = True
+    seed: int = GRPOConfig.seed
+    eval_every: int = GRPOConfig.eval_every
+    eval_n: int = GRPOConfig.eval_n
+    save_every: int = GRPOConfig.save_every
+    threads: int = GRPOConfig.threads
+    overwrite: bool = GRPOConfig.overwrite
+    progress: bool = GRPOConfig.progress
 
     def validate(self) -> None:
         if not self.student:
             raise ShiftkitError("opd needs a student (--student or student=<path or hub id>)")
         if self.method not in METHODS:
             raise ShiftkitError(f"opd: method must be one of {', '.join(METHODS)}, got '{self.method}'")
-        if self.reward_mode not in losses.OPD_REWARD_MODES:
-            raise ShiftkitError(f"opd: reward_mode must be one of {', '.join(losses.OPD_REWARD_MODES)}, "
+        if self.reward_mode not in A.OPD_REWARD_MODES:
+            raise ShiftkitError(f"opd: reward_mode must be one of {', '.join(A.OPD_REWARD_MODES)}, "
                                 f"got '{self.reward_mode}'")
         if self.kl_mode not in KL_MODES:
             raise ShiftkitError(f"opd: kl_mode must be one of {', '.join(KL_MODES)}, got '{self.kl_mode}'")
@@ -112,6 +118,14 @@ class OPDConfig:
             raise ShiftkitError(f"opd: aggregation must be token_mean or seq_mean, got '{self.aggregation}'")
         if self.grpo_weight and (self.samples_per_prompt < 2 or self.prompts):
             raise ShiftkitError("opd: grpo_weight needs task prompts (no prompts file) and samples_per_prompt >= 2")
+        unread = [k for k in UNREAD.get(self.method, ()) if getattr(self, k) != _DEFAULTS[k]]
+        if unread:
+            raise ShiftkitError(f"opd: method={self.method} does not read {', '.join(unread)} (leave "
+                                f"{'it' if len(unread) == 1 else 'them'} at the default)")
+        if self.method == "vanilla_opd":
+            bad = sorted({k for st in self.stages if isinstance(st, dict) for k in st} & set(UNREAD["vanilla_opd"]))
+            if bad:
+                raise ShiftkitError(f"opd: method=vanilla_opd does not read the stage key '{bad[0]}'")
         if self.method == "grpo":
             if self.samples_per_prompt < 2:
                 raise ShiftkitError("opd method=grpo needs samples_per_prompt >= 2 (the GRPO group)")
@@ -144,8 +158,14 @@ class OPDConfig:
         return out
 
 
-def row_seed(seed: int, step: int, prompt_idx: int, sample_idx: int) -> int:
-    return (seed * 1_000_003 + step * 10_007 + prompt_idx * 101 + sample_idx) % (2**62)
+# Keys a method does not read: setting one away from its default is an error, not a silent no-op.
+UNREAD = {
+    "vanilla_opd": ("teacher_ref", "reward_mode", "delta_clip", "top_q"),
+    "grpo": ("teacher", "teacher_ref", "stages", "prompts", "reward_mode", "top_k", "reward_scale", "delta_clip",
+             "top_q", "grpo_weight", "kl_eps", "kl_min", "kl_max"),
+}
+_DEFAULTS = {f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default)
+             for f in dataclasses.fields(OPDConfig)}
 
 
 def read_prompt_file(path: str) -> list[str]:
@@ -180,28 +200,22 @@ class PromptSource:
             raise ShiftkitError("opd: the prompt set is empty (give tasks=... or prompts=<file>)")
 
     def draw(self, seed: int, step: int, n: int) -> list:
-        rng = random.Random(f"rl:{seed}:{step}")  # same draws as the GRPO loop
+        """The step's prompts (strings) or problems; the GRPO loop's draws on the same seed."""
         if self.fixed is not None:
-            return [rng.choice(self.fixed) for _ in range(n)]
-        return [self.mixture.sample(rng, "train") for _ in range(n)]
+            return kit.draw_prompts(lambda rng: rng.choice(self.fixed), seed, step, n)
+        return kit.draw_prompts(lambda rng: self.mixture.sample(rng, "train"), seed, step, n)
 
     def preview(self, n: int = 16) -> list[str]:
         return [p if isinstance(p, str) else p.prompt for p in self.draw(0, 0, n)]
 
 
-def grpo_config(cfg: OPDConfig):
-    """The step- and rollout-matched GRPO baseline on the student."""
-    from shiftkit.rl import GRPOConfig
-
-    return GRPOConfig(model=cfg.student, out=cfg.out, tasks=list(cfg.tasks), steps=cfg.steps,
-                      prompts_per_step=cfg.prompts_per_step, group_size=cfg.samples_per_prompt,
-                      max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p, lr=cfg.lr,
-                      warmup=cfg.warmup, schedule=cfg.schedule, weight_decay=cfg.weight_decay,
-                      grad_clip=cfg.grad_clip, aggregation=cfg.aggregation, clip_low=cfg.clip_low,
-                      clip_high=cfg.clip_high, ppo_epochs=cfg.ppo_epochs,
-                      kl_coef=cfg.kl_coef if cfg.kl_mode == "fixed" else 0.0, kl_clamp=cfg.kl_clamp, seed=cfg.seed,
-                      eval_every=cfg.eval_every, eval_n=cfg.eval_n, save_every=cfg.save_every, threads=cfg.threads,
-                      overwrite=cfg.overwrite, progress=cfg.progress)
+def grpo_config(cfg: OPDConfig) -> GRPOConfig:
+    """The step- and rollout-matched GRPO baseline on the student: every field the two configs share,
+    plus the student as the policy, its samples per prompt as the group, and the KL only when fixed."""
+    shared = {f.name for f in dataclasses.fields(GRPOConfig)} & {f.name for f in dataclasses.fields(OPDConfig)}
+    kw = {k: copy.deepcopy(getattr(cfg, k)) for k in shared - {"kl_coef"}}
+    return GRPOConfig(**kw, model=cfg.student, group_size=cfg.samples_per_prompt,
+                      kl_coef=cfg.kl_coef if cfg.kl_mode == "fixed" else 0.0)
 
 
 def preflight(cfg: OPDConfig, d: Dist, src: PromptSource) -> tuple[list[dict], dict]:
@@ -238,7 +252,7 @@ def run_opd(cfg: OPDConfig) -> dict:
         from shiftkit.rl import run_grpo
 
         return {"method": "grpo", **run_grpo(grpo_config(cfg))}
-    set_threads(cfg.threads)
+    kit.set_threads(cfg.threads)
     d = Dist()
     src = PromptSource(cfg)
     stages, info = preflight(cfg, d, src)  # nothing is written before this passes
@@ -269,206 +283,126 @@ def run_opd(cfg: OPDConfig) -> dict:
 
 def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Dist, src: PromptSource, *,
                stage: int, step_offset: int, last: bool) -> dict:
-    from shiftkit.evaluate import evaluate_model
     from shiftkit.models import load_model_and_tokenizer
     from shiftkit.tasks import eval_set
 
     model, tok = load_model_and_tokenizer(start_path, device=d.device)
     anchor = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_mode != "none" else None
     model.train()
-    opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
-    alpha = cfg.kl_coef if cfg.kl_mode != "none" else 0.0
-    start = 0
-    if (ck := run.latest_checkpoint()) is not None:
-        start, extra = run.load_trainer_state(ck, model, opt)
-        alpha = extra.get("alpha", alpha)
+    opt = kit.make_optimizer(model, cfg.lr, cfg.weight_decay)
+    st = kit.resume(run, model, opt, d, cfg.steps, f"{cfg.method} {run.path.name}", cfg.progress)
+    alpha = st.extra.get("alpha", cfg.kl_coef if cfg.kl_mode != "none" else 0.0)
     ddp_model = d.wrap(model)
-    log = run.metrics_writer(start) if d.is_main else None
-    evals = eval_set(cfg.tasks, cfg.eval_n) if cfg.eval_every and cfg.tasks else []
     mixture = src.mixture
+    eval_fn = kit.held_out_eval(model, tok, eval_set(cfg.tasks, cfg.eval_n) if cfg.eval_every and cfg.tasks else [],
+                                mixture.reward if mixture else None, cfg.max_new_tokens)
+    kit.first_eval(st, eval_fn, stage=stage, global_step=step_offset)
     clip_low = cfg.clip_low or None
     clip_high = (cfg.clip_high or cfg.clip_low) or None
-    off_policy = clip_low is not None or cfg.ppo_epochs > 1
-    P, G, K = cfg.prompts_per_step, cfg.samples_per_prompt, cfg.top_k
+    off_policy = kit.needs_old_logprobs(cfg.clip_low, cfg.clip_high, cfg.ppo_epochs, cfg.top_p)
+    P, G, K, seed = cfg.prompts_per_step, cfg.samples_per_prompt, cfg.top_k, cfg.seed + 7919 * stage
     direct = cfg.method == "direct_opd"
-    bar = None
-    if cfg.progress and d.is_main:
-        from tqdm import tqdm
-
-        bar = tqdm(total=cfg.steps, initial=start, desc=f"{cfg.method} {run.path.name}", leave=False)
-
-    def do_eval(step: int) -> dict:
-        ev = evaluate_model(model, tok, evals, mixture.reward, max_new_tokens=cfg.max_new_tokens)
-        return {"step": step, "stage": stage, "global_step": step_offset + step,
-                **{f"eval/{k}": v for k, v in ev.items() if k != "per_problem"}}
-
-    first_eval = None
-    if evals and start == 0 and d.is_main:
-        first_eval = do_eval(0)
-        log.write(first_eval)
-    t_train, row, bad_steps, first_len = time.time(), {}, 0, None
-    for step in range(start, cfg.steps):
+    row, bad_steps, first_len = {}, 0, None
+    for step in range(st.start, cfg.steps):
         t0 = time.time()
-        problems = src.draw(cfg.seed + 7919 * stage, step, P)
-        mine = d.shard(list(range(P)))
-        prompts = [problems[i] if isinstance(problems[i], str) else problems[i].prompt for i in mine for _ in range(G)]
-        seeds = [row_seed(cfg.seed + 7919 * stage, step, i, j) for i in mine for j in range(G)]
-        roll = sample(model, tok, prompts, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                      top_p=cfg.top_p, row_seeds=seeds)
+        problems = src.draw(seed, step, P)
+        mine, roll = kit.rollout(model, tok, [p if isinstance(p, str) else p.prompt for p in problems], G, seed, step,
+                                 d, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p)
         t_sample = time.time() - t0
         mask_BT, comp_BT = roll.completion_mask_BT, roll.completion_ids_BT
         args = (roll.prompt_ids_BP, roll.prompt_mask_BP, comp_BT, mask_BT)
         n_tok, n_seq = d.sum(mask_BT.sum()), P * G
-        # -- student forward: candidates (and, off-policy, their old log-probs) --------------------
+        # -- student forward (on-policy: with grad, reused by the update), candidates, scorers ----
         t1 = time.time()
-        if off_policy:
-            with torch.no_grad():
-                s_logits_BTV = forward_logits(model, *args) / cfg.temperature
-        else:  # on-policy: this forward (with grad) is also the one the update uses
-            s_logits_BTV = forward_logits(ddp_model, *args) / cfg.temperature
+        with torch.no_grad() if off_policy else contextlib.nullcontext():
+            s_logits_BTV = forward_logits(model if off_policy else ddp_model, *args) / cfg.temperature
         s_det_BTV = s_logits_BTV.detach()
-        if not direct or cfg.reward_mode == "sampled":
-            ids_BTK = comp_BT.unsqueeze(-1)
-        elif cfg.reward_mode == "student_topk":
-            ids_BTK = losses.student_topk(s_det_BTV, K)[0]
-        else:  # full_vocab
-            ids_BTK = torch.arange(s_det_BTV.shape[-1]).expand(*comp_BT.shape, -1)
+        ids_BTK = A.opd_candidates(cfg.reward_mode if direct else "sampled", s_det_BTV, comp_BT, K)
         t_student = time.time() - t1
-        # -- teacher and reference score the student's own ids (fp32, exact log-softmax) -----------
         with torch.no_grad():
-            t2 = time.time()
-            t_logits_BTV = forward_logits(teacher, *args, dtype=cfg.score_dtype)
-            t_teacher = time.time() - t2
-            t3 = time.time()
-            r_logits_BTV = forward_logits(ref, *args, dtype=cfg.score_dtype) if direct else None
-            t_ref = time.time() - t3
-            t4 = time.time()
+            t_logits_BTV, t_teacher = _timed(forward_logits, teacher, *args, dtype=cfg.score_dtype)
+            r_logits_BTV, t_ref = _timed(forward_logits, ref, *args, dtype=cfg.score_dtype) if direct else (None, 0.0)
             # the anchor at the sampling temperature, like the student's log-probs it is compared with
             # (verl scores its ref at rollout.temperature); teacher and reference stay at 1 (official)
-            anchor_logp_BT = (score(anchor, *args, dtype=cfg.score_dtype, temperature=cfg.temperature)
-                              if anchor is not None else None)
-            t_anchor = time.time() - t4
-        # -- per-token advantage over candidates --------------------------------------------------
+            anchor_logp_BT, t_anchor = (_timed(score, anchor, *args, dtype=cfg.score_dtype, temperature=cfg.temperature)
+                                        if anchor is not None else (None, 0.0))
+        # -- per-token advantage over candidates (shiftkit.advantages) ------------------------------
         s_lp_BTK = losses.gather_logprobs(s_det_BTV, ids_BTK)
-        t_lp_BTK = losses.gather_logprobs(t_logits_BTV, ids_BTK)
         if direct:
-            r_lp_BTK = losses.gather_logprobs(r_logits_BTV, ids_BTK)
-            if cfg.reward_mode == "sampled":
-                adv_BTK = losses.direct_opd_sampled(t_lp_BTK, r_lp_BTK, scale=cfg.reward_scale, clip=cfg.delta_clip)
-                delta_BTK = adv_BTK
-            else:
-                adv_BTK, w_BTK, delta_BTK = losses.direct_opd_candidates(s_lp_BTK, t_lp_BTK, r_lp_BTK,
-                                                                         scale=cfg.reward_scale, clip=cfg.delta_clip)
-            jsd_BT = losses.jsd_from_logits(t_logits_BTV, r_logits_BTV)
-            if cfg.top_q < 1:
-                keep_BT = losses.topq_position_mask(jsd_BT, mask_BT, cfg.top_q)
-                adv_BTK = adv_BTK * keep_BT.unsqueeze(-1)
+            adv_BTK, delta_BTK, jsd_BT = A.direct_opd(s_det_BTV, t_logits_BTV, r_logits_BTV, ids_BTK, mask_BT,
+                                                      mode=cfg.reward_mode, scale=cfg.reward_scale,
+                                                      clip=cfg.delta_clip, top_q=cfg.top_q)
         else:
-            adv_BTK = losses.vanilla_opd_advantage(s_lp_BTK, t_lp_BTK, scale=cfg.reward_scale)
-            delta_BTK = adv_BTK
+            adv_BTK = A.vanilla_opd_advantage(s_lp_BTK, losses.gather_logprobs(t_logits_BTV, ids_BTK),
+                                              scale=cfg.reward_scale)
+            delta_BTK, jsd_BT = adv_BTK, None
         rewards_B = None
         if mixture is not None:
             rewards_B = torch.tensor([mixture.reward(problems[i], roll.texts[k * G + j])
                                       for k, i in enumerate(mine) for j in range(G)])
-        outcome_B = losses.group_advantages(rewards_B, G) if cfg.grpo_weight else None
-        wr_mean = float(d.sum(losses.weighted_reward_mean(adv_BTK, mask_BT) * mask_BT.sum()) / n_tok.clamp(min=1))
+        outcome_B = A.group_advantages(rewards_B, G) if cfg.grpo_weight else None
+        wr_mean = float(d.sum(A.weighted_reward_mean(adv_BTK, mask_BT) * mask_BT.sum()) / n_tok.clamp(min=1))
         if cfg.kl_mode == "adaptive":
-            alpha = losses.adaptive_kl_coef(alpha, wr_mean, cfg.kl_eps, cfg.kl_min, cfg.kl_max)
+            alpha = A.adaptive_kl_coef(alpha, wr_mean, cfg.kl_eps, cfg.kl_min, cfg.kl_max)
 
-        def candidate_logps(logits_BTV):
-            lp_BTK = losses.gather_logprobs(logits_BTV, ids_BTK)
-            lp_BT = token_logprobs(logits_BTV, comp_BT)
+        def candidate_logps(logits_BTV):  # the candidates' log-probs (+ the sampled token's, mixed with GRPO)
+            lp_BTK, lp_BT = losses.gather_logprobs(logits_BTV, ids_BTK), token_logprobs(logits_BTV, comp_BT)
             if outcome_B is not None:
-                return losses.with_outcome_advantage(lp_BTK, adv_BTK, lp_BT, outcome_B, cfg.grpo_weight)[0], lp_BT
+                return A.with_outcome_advantage(lp_BTK, adv_BTK, lp_BT, outcome_B, cfg.grpo_weight)[0], lp_BT
             return lp_BTK, lp_BT
 
         full_adv_BTK = adv_BTK
         if outcome_B is not None:  # the sampled token as one more candidate, advantage w * A_outcome
-            full_adv_BTK = losses.with_outcome_advantage(s_lp_BTK, adv_BTK, token_logprobs(s_det_BTV, comp_BT),
-                                                         outcome_B, cfg.grpo_weight)[1]
+            full_adv_BTK = A.with_outcome_advantage(s_lp_BTK, adv_BTK, token_logprobs(s_det_BTV, comp_BT),
+                                                    outcome_B, cfg.grpo_weight)[1]
         old_lp_BTK = candidate_logps(s_det_BTV)[0] if off_policy else None
-        # -- update --------------------------------------------------------------------------------
+        # -- update ----------------------------------------------------------------------------------
         t5 = time.time()
-        set_lr(opt, lr_at(step, cfg.lr, cfg.warmup, cfg.steps, cfg.schedule))
+        kit.set_lr(opt, kit.lr_at(step, cfg.lr, cfg.warmup, cfg.steps, cfg.schedule))
         for epoch in range(cfg.ppo_epochs):
             logits_BTV = s_logits_BTV if not off_policy else forward_logits(ddp_model, *args) / cfg.temperature
             lp_BTK, lp_BT = candidate_logps(logits_BTV)
-            old = old_lp_BTK if off_policy else lp_BTK.detach()
-            loss, pm = losses.candidate_policy_loss(lp_BTK, old, full_adv_BTK, mask_BT, clip_low=clip_low,
-                                                    clip_high=clip_high, aggregation=cfg.aggregation,
-                                                    num_tokens=n_tok, num_seqs=n_seq)
+            loss, pm = losses.candidate_policy_loss(lp_BTK, old_lp_BTK if off_policy else lp_BTK.detach(), full_adv_BTK,
+                                                    mask_BT, clip_low=clip_low, clip_high=clip_high,
+                                                    aggregation=cfg.aggregation, num_tokens=n_tok, num_seqs=n_seq)
             pg_loss, kl_mean = loss.detach(), torch.tensor(0.0)
             if anchor_logp_BT is not None and alpha > 0:
                 kl_loss, kl_mean = losses.kl_penalty(lp_BT, anchor_logp_BT, mask_BT, alpha, cfg.aggregation,
                                                      n_tok, n_seq, clamp=cfg.kl_clamp)
                 loss = loss + kl_loss
-            opt.zero_grad(set_to_none=True)
-            (loss * d.world).backward()
-            gnorm = grad_norm_clip(model, cfg.grad_clip)
-            opt.step()
+            gnorm = kit.optimizer_step(loss, model, opt, d, cfg.grad_clip)
         t_update = time.time() - t5
-        # -- diagnostics ---------------------------------------------------------------------------
-        with torch.no_grad():
-            m = mask_BT.bool()
-            valid_BTK = m.unsqueeze(-1).expand_as(delta_BTK)
-            dvals = delta_BTK[valid_BTK]
-            s_ent = losses.masked_mean(losses.entropy_from_logits(s_det_BTV), m)
-            topk_mass = losses.masked_mean(s_det_BTV.softmax(-1).topk(min(K, s_det_BTV.shape[-1]), -1).values.sum(-1), m)
-            diag = {"delta/mean": float(dvals.mean()) if dvals.numel() else 0.0,
-                    "delta/std": float(dvals.std()) if dvals.numel() > 1 else 0.0,
-                    "delta/pos_frac": float((dvals > 0).float().mean()) if dvals.numel() else 0.0,
-                    "reward/weighted_mean": wr_mean, "kl/alpha": alpha, "kl/k3": float(kl_mean),
-                    "student/topk_mass": float(topk_mass), "entropy/student": float(s_ent),
-                    "entropy/teacher": float(losses.masked_mean(losses.entropy_from_logits(t_logits_BTV), m)),
-                    "overlap/teacher_student": float(losses.masked_mean(losses.topk_overlap(t_logits_BTV, s_det_BTV, K), m))}
-            if direct:
-                e_ref = float(losses.masked_mean(losses.entropy_from_logits(r_logits_BTV), m))
-                diag.update({"entropy/ref": e_ref, "entropy/teacher_minus_ref": diag["entropy/teacher"] - e_ref,
-                             "overlap/ref_student": float(losses.masked_mean(losses.topk_overlap(r_logits_BTV, s_det_BTV, K), m)),
-                             "jsd/teacher_ref": float(losses.masked_mean(jsd_BT, m))})
-        eos_rate = float(d.sum(roll.eos_B.sum()) / n_seq)
-        resp_len = float(n_tok / n_seq)
+        # -- log, collapse guard, checkpoint ---------------------------------------------------------
+        diag = opd_diagnostics(delta_BTK, mask_BT, s_det_BTV, t_logits_BTV, r_logits_BTV, jsd_BT, K)
+        eos_rate, resp_len = float(d.sum(roll.eos_B.sum()) / n_seq), float(n_tok / n_seq)
         row = {"step": step, "stage": stage, "global_step": step_offset + step, "loss": float(loss.detach()),
-               "pg_loss": float(pg_loss), **diag, "response_len": resp_len, "eos_rate": eos_rate,
+               "pg_loss": float(pg_loss), **diag, "reward/weighted_mean": wr_mean, "kl/alpha": alpha,
+               "kl/k3": float(kl_mean), "response_len": resp_len, "eos_rate": eos_rate,
                "clip_frac": float(pm["clip_frac"]), "grad_norm": gnorm, "lr": opt.param_groups[0]["lr"],
                "time/sample": t_sample, "time/student_forward": t_student, "time/teacher_score": t_teacher,
                "time/ref_score": t_ref, "time/anchor_score": t_anchor, "time/update": t_update,
                "step_time": time.time() - t0}
         if rewards_B is not None:
             row["reward"] = float(d.sum(rewards_B.sum()) / n_seq)
-        done = step + 1 == cfg.steps
-        if evals and d.is_main and ((step + 1) % cfg.eval_every == 0 or done):
-            row.update({k: v for k, v in do_eval(step + 1).items() if k.startswith("eval/")})
-        if log:
-            log.write(row)
-        if bar:
-            bar.update(1)
-            bar.set_postfix(dmean=f"{diag['delta/mean']:.3f}", alpha=f"{alpha:.2f}")
-        # -- collapse guard (global quantities, so every rank decides the same) --------------------
+        kit.log_step(st, step, row, cfg.steps, cfg.eval_every, eval_fn, dmean=f"{diag['delta/mean']:.3f}",
+                     alpha=f"{alpha:.2f}")
         first_len = resp_len if first_len is None else first_len
-        collapsed = eos_rate < cfg.guard_min_eos_rate or resp_len < cfg.guard_min_len_frac * first_len
-        bad_steps = bad_steps + 1 if collapsed else 0
+        bad_steps = bad_steps + 1 if collapsed(eos_rate, resp_len, first_len, cfg.guard_min_eos_rate,
+                                               cfg.guard_min_len_frac) else 0
         if cfg.guard_patience and bad_steps >= cfg.guard_patience:
-            if log:
-                log.close()
+            if st.log:
+                st.log.close()
             raise ShiftkitError(
                 f"collapse guard: stage {stage} step {step}: EOS rate {eos_rate:.2f} (min {cfg.guard_min_eos_rate}) / "
                 f"mean length {resp_len:.1f} (first step {first_len:.1f}) for {bad_steps} steps; the student stopped "
                 f"terminating properly. Lower lr, raise kl_coef, or set guard_patience=0; metrics in {run.path}")
-        if cfg.save_every and (step + 1) % cfg.save_every == 0 and not done:
-            if d.is_main:
-                run.save_checkpoint(step + 1, model, tok, opt, extra={"alpha": alpha})
-            d.barrier()
-    if bar:
-        bar.close()
-    summary = {"out": str(run.final), "stage": stage, "steps": cfg.steps, "train_seconds": time.time() - t_train,
+        kit.checkpoint(st, step, cfg.steps, cfg.save_every, model, tok, opt, extra={"alpha": alpha})
+    summary = {"out": str(run.final), "stage": stage, "steps": cfg.steps, "train_seconds": time.time() - st.t_start,
                "final_alpha": alpha, "final_reward": row.get("reward")}
-    if first_eval:
-        summary["initial_greedy_acc"] = first_eval.get("eval/greedy_acc")
-    if "eval/greedy_acc" in row:
-        summary["final_greedy_acc"] = row["eval/greedy_acc"]
-    if d.is_main:
-        log.close()
-        run.finish(unwrap(ddp_model), tok, summary)
-    d.barrier()
-    return summary
+    return kit.close_run(st, model, tok, summary, row)
+
+
+def _timed(fn, *args, **kw):
+    """``(fn(*args, **kw), seconds)``."""
+    t = time.time()
+    return fn(*args, **kw), time.time() - t

@@ -74,7 +74,8 @@ def run(out: str, seeds: list[int], algos: list[str], steps: int, progress: bool
             if (d / "summary.json").is_file():
                 s = json.loads((d / "summary.json").read_text())
             else:
-                s = run_agentic_rl(AgenticRLConfig(out=str(d), algo=algo, seed=seed, steps=steps, warm_dir=str(Path(out) / "warm"), **over), progress)
+                s = run_agentic_rl(AgenticRLConfig(out=str(d), algo=algo, seed=seed, steps=steps,
+                                                   warm_dir=str(Path(out) / "warm"), progress=progress, **over))
             res[f"{algo}_seed{seed}"] = {k: s[k] for k in ("reward_first", "reward_last", "initial_eval", "final_eval", "train_seconds")
                                          if k in s} | ({"value_pretrain": {k: s["value_pretrain"][k] for k in ("before", "after", "steps")}}
                                                        if "value_pretrain" in s else {})
@@ -117,7 +118,7 @@ def demo_stage(ctx: dict) -> dict:
         out=str(out / "toy_rl" / "ppo_seed0"), warm_dir=str(out / "toy_rl" / ("warm_quick" if quick else "warm")),
         steps=2 if quick else 15, warm_steps=20 if quick else 250, value_pretrain_steps=2 if quick else 20,
         eval_n=8 if quick else 64, eval_every=0 if quick else 5, prompts_per_step=4 if quick else 8,
-        group_size=4 if quick else 8), progress=bool(getattr(cfg, "progress", False)))
+        group_size=4 if quick else 8, progress=bool(getattr(cfg, "progress", False))))
     t_rl = time.time() - t0
     ep, events = _kernel_episodes(out, quick)
     step = None

@@ -26,6 +26,7 @@ import numpy as np
 from shiftkit.config import load_config, to_dict
 from shiftkit.errors import ShiftkitError
 from shiftkit.io import atomic_write_json
+from shiftkit.opd.loop import OPDConfig
 from shiftkit.recipes.common import cached_eval
 from shiftkit.recipes.world import WorldConfig
 from shiftkit.rl import GRPOConfig
@@ -76,8 +77,6 @@ def _eval(path: str, cfg: W2SConfig, cache: Path) -> dict:
 
 
 def _opd_cfg(cfg: W2SConfig, out: Path, seed: int, **kw):
-    from shiftkit.opd.loop import OPDConfig
-
     base = dict(out=str(out), tasks=list(cfg.tasks), steps=cfg.steps, prompts_per_step=cfg.prompts_per_step,
                 samples_per_prompt=cfg.samples_per_prompt, max_new_tokens=cfg.max_new_tokens, lr=cfg.lr,
                 kl_mode=cfg.kl_mode, top_k=cfg.top_k, seed=seed, eval_every=cfg.eval_every, eval_n=cfg.eval_n,
@@ -131,7 +130,7 @@ def run_methods(cfg: W2SConfig, out: Path, weak: str, strong: str, tch: dict) ->
             elif m == "vanilla_opd":
                 c = _opd_cfg(cfg, d, s, student=strong, teacher=tch["rl"][s], method="vanilla_opd", kl_mode="none")
             elif m == "grpo":
-                c = _opd_cfg(cfg, d, s, student=strong, method="grpo")
+                c = _opd_cfg(cfg, d, s, student=strong, method="grpo", top_k=OPDConfig.top_k)  # GRPO reads no top_k
             else:
                 half = cfg.steps // 2
                 stages = [{"teacher": tch["comp"][dom], "teacher_ref": weak, "steps": n}

@@ -5,8 +5,8 @@ import random
 
 import torch
 
+from shiftkit import advantages as A
 from shiftkit import losses as L
-from shiftkit.agent import losses as AL
 from shiftkit.agent.agentic_rl import ValueModel, collate, demo_rows, masked_sft_step
 from shiftkit.agent.chat import tokenize_chat
 from shiftkit.models import TinyModelSpec, make_char_tokenizer, make_tiny_model
@@ -58,9 +58,9 @@ def test_value_targets_and_gradients_skip_tool_tokens():
     v = critic(b)
     v.retain_grad()
     r = torch.ones(v.shape[0])
-    adv, ret = AL.gae(AL.terminal_rewards(r, b["gen_BT"]), v.detach(), b["gen_BT"])
+    adv, ret = A.gae(A.terminal_rewards(r, b["gen_BT"]), v.detach(), b["gen_BT"])
     assert torch.all(adv[tool] == 0) and torch.all(ret[tool] == 0)
-    AL.value_loss(v, v.detach(), ret, b["gen_BT"], clip=0.2)[0].backward()
+    L.value_loss(v, v.detach(), ret, b["gen_BT"], clip=0.2)[0].backward()
     assert torch.all(v.grad[tool] == 0) and v.grad[b["gen_BT"].bool()].abs().sum() > 0
 
 

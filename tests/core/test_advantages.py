@@ -1,12 +1,12 @@
-"""Direct-OPD signals (the OPD section of shiftkit.losses): hand-computed values, degenerate cases,
-and optimized == reference checks."""
+"""Direct-OPD signals (shiftkit.advantages) and the K-candidate surrogate they feed (shiftkit.losses):
+hand-computed values, degenerate cases, and optimized == reference checks."""
 
 import math
 
 import pytest
 import torch
 
-from shiftkit import losses
+from shiftkit import advantages, losses
 
 L = math.log
 
@@ -14,21 +14,21 @@ L = math.log
 def test_sampled_reward_by_hand_with_scale_and_clip():
     t = torch.tensor([[L(0.5), L(0.2)]])
     r = torch.tensor([[L(0.25), L(0.4)]])
-    adv = losses.direct_opd_sampled(t, r)
+    adv = advantages.direct_opd_sampled(t, r)
     assert torch.allclose(adv, torch.tensor([[L(2.0), L(0.5)]]))
-    adv = losses.direct_opd_sampled(t, r, scale=2.0, clip=0.5)  # clip to +-0.5 then scale
+    adv = advantages.direct_opd_sampled(t, r, scale=2.0, clip=0.5)  # clip to +-0.5 then scale
     assert torch.allclose(adv, torch.tensor([[1.0, -1.0]]))
 
 
 def test_student_topk_reward_by_hand():
     # one position, K=2 of a 4-token vocabulary; student probs 0.6 / 0.2 -> renormalised 0.75 / 0.25
     student = torch.log(torch.tensor([[[0.6, 0.2, 0.15, 0.05]]]))
-    ids, slp = losses.student_topk(student, 2)
+    ids, slp = advantages.student_topk(student, 2)
     assert ids.tolist() == [[[0, 1]]]
     assert torch.allclose(slp, torch.log(torch.tensor([[[0.6, 0.2]]])), atol=1e-6)
     t = torch.log(torch.tensor([[[0.5, 0.4]]]))
     r = torch.log(torch.tensor([[[0.25, 0.1]]]))
-    adv, w, delta = losses.direct_opd_candidates(slp, t, r)
+    adv, w, delta = advantages.direct_opd_candidates(slp, t, r)
     assert torch.allclose(w, torch.tensor([[[0.75, 0.25]]]))
     assert torch.allclose(delta, torch.tensor([[[L(2), L(4)]]]))
     assert torch.allclose(adv, torch.tensor([[[0.75 * L(2), 0.25 * L(4)]]]))
@@ -39,7 +39,7 @@ def test_full_vocab_reward_by_hand():
     s = torch.log(torch.tensor([[[0.5, 0.5]]]))
     t = torch.log(torch.tensor([[[0.8, 0.2]]]))
     r = torch.log(torch.tensor([[[0.4, 0.6]]]))
-    adv, w, delta = losses.direct_opd_full_vocab(s, t, r)
+    adv, w, delta = advantages.direct_opd_full_vocab(s, t, r)
     assert torch.allclose(adv, torch.tensor([[[0.5 * L(2), 0.5 * L(1 / 3)]]]))
 
 
@@ -94,9 +94,9 @@ def test_candidate_loss_fully_masked_is_zero_with_valid_grad():
 
 
 def _topk_loss(logits, t_logits, r_logits, k):
-    ids, _ = losses.student_topk(logits.detach(), k)
+    ids, _ = advantages.student_topk(logits.detach(), k)
     slp = losses.gather_logprobs(logits, ids)
-    adv, _, _ = losses.direct_opd_candidates(slp, losses.gather_logprobs(t_logits, ids),
+    adv, _, _ = advantages.direct_opd_candidates(slp, losses.gather_logprobs(t_logits, ids),
                                              losses.gather_logprobs(r_logits, ids))
     return losses.candidate_policy_loss(slp, slp.detach(), adv, torch.ones(logits.shape[:2]))[0]
 
@@ -106,7 +106,7 @@ def test_full_vocab_is_the_limit_of_student_topk_and_the_exact_expected_reward_g
     B, T, V = 2, 3, 11
     logits = torch.randn(B, T, V, generator=g).requires_grad_()
     t, r = torch.randn(B, T, V, generator=g), torch.randn(B, T, V, generator=g)
-    adv, _, _ = losses.direct_opd_full_vocab(logits.detach(), t, r)
+    adv, _, _ = advantages.direct_opd_full_vocab(logits.detach(), t, r)
     lp = logits.log_softmax(-1)
     full = losses.candidate_policy_loss(lp, lp.detach(), adv, torch.ones(B, T))[0]
     g_full, = torch.autograd.grad(full, logits)
@@ -130,13 +130,13 @@ def test_identical_teacher_and_reference_give_zero_reward_and_only_kl_gradient()
     g = torch.Generator().manual_seed(2)
     logits = torch.randn(2, 3, 7, generator=g).requires_grad_()
     t = torch.randn(2, 3, 7, generator=g)
-    for mode_adv in (losses.direct_opd_full_vocab(logits.detach(), t, t.clone())[0],
-                     losses.direct_opd_candidates(*[losses.gather_logprobs(x, losses.student_topk(logits.detach(), 4)[0])
+    for mode_adv in (advantages.direct_opd_full_vocab(logits.detach(), t, t.clone())[0],
+                     advantages.direct_opd_candidates(*[losses.gather_logprobs(x, advantages.student_topk(logits.detach(), 4)[0])
                                                     for x in (logits.detach(), t, t.clone())])[0]):
         assert torch.all(mode_adv == 0)
-    ids, _ = losses.student_topk(logits.detach(), 4)
+    ids, _ = advantages.student_topk(logits.detach(), 4)
     slp = losses.gather_logprobs(logits, ids)
-    adv = losses.direct_opd_candidates(slp, losses.gather_logprobs(t, ids), losses.gather_logprobs(t, ids))[0]
+    adv = advantages.direct_opd_candidates(slp, losses.gather_logprobs(t, ids), losses.gather_logprobs(t, ids))[0]
     pg, _ = losses.candidate_policy_loss(slp, slp.detach(), adv, torch.ones(2, 3))
     g_pg, = torch.autograd.grad(pg, logits, retain_graph=True)
     assert torch.all(g_pg == 0)
@@ -158,34 +158,34 @@ def test_k3_kl_anchor_by_hand():
 
 
 def test_adaptive_kl_coef_by_hand():
-    assert losses.adaptive_kl_coef(2.0, 0.3, 0.01) == pytest.approx(2.02)
-    assert losses.adaptive_kl_coef(2.0, -1e-9, 0.01) == pytest.approx(1.98)
-    assert losses.adaptive_kl_coef(2.0, 0.0, 0.01) == 2.0
-    assert losses.adaptive_kl_coef(2.5, 0.3, 0.01) == 2.5  # clipped at alpha_max
-    assert losses.adaptive_kl_coef(0.501, -0.3, 0.01) == 0.5  # clipped at alpha_min
+    assert advantages.adaptive_kl_coef(2.0, 0.3, 0.01) == pytest.approx(2.02)
+    assert advantages.adaptive_kl_coef(2.0, -1e-9, 0.01) == pytest.approx(1.98)
+    assert advantages.adaptive_kl_coef(2.0, 0.0, 0.01) == 2.0
+    assert advantages.adaptive_kl_coef(2.5, 0.3, 0.01) == 2.5  # clipped at alpha_max
+    assert advantages.adaptive_kl_coef(0.501, -0.3, 0.01) == 0.5  # clipped at alpha_min
     a = 2.5
     for _ in range(3):
-        a = losses.adaptive_kl_coef(a, -0.013)
+        a = advantages.adaptive_kl_coef(a, -0.013)
     assert a == pytest.approx(2.5 * 0.99**3)
 
 
 def test_weighted_reward_mean_by_hand():
     adv = torch.tensor([[[0.1, 0.2], [0.3, 0.4], [9.0, 9.0]]])
-    assert losses.weighted_reward_mean(adv, torch.tensor([[1, 1, 0]])).item() == pytest.approx(0.5)
+    assert advantages.weighted_reward_mean(adv, torch.tensor([[1, 1, 0]])).item() == pytest.approx(0.5)
 
 
 def test_vanilla_opd_advantage_by_hand():
-    adv = losses.vanilla_opd_advantage(torch.tensor([[L(0.5), L(0.1)]]), torch.tensor([[L(0.25), L(0.4)]]))
+    adv = advantages.vanilla_opd_advantage(torch.tensor([[L(0.5), L(0.1)]]), torch.tensor([[L(0.25), L(0.4)]]))
     assert torch.allclose(adv, torch.tensor([[-L(2), L(4)]]))
 
 
 def test_topq_mask_by_hand():
     score = torch.tensor([[0.1, 0.9, 0.5, 0.7, 5.0], [3.0, 1.0, 2.0, 0.0, 0.0]])
     mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 0, 0]])
-    m = losses.topq_position_mask(score, mask, 0.5)  # ceil(0.5*4)=2, ceil(0.5*3)=2
+    m = advantages.topq_position_mask(score, mask, 0.5)  # ceil(0.5*4)=2, ceil(0.5*3)=2
     assert m.tolist() == [[False, True, False, True, False], [True, False, True, False, False]]
-    assert torch.equal(losses.topq_position_mask(score, mask, 1.0), mask.bool())
-    assert losses.topq_position_mask(score, torch.zeros_like(mask), 0.1).sum() == 0
+    assert torch.equal(advantages.topq_position_mask(score, mask, 1.0), mask.bool())
+    assert advantages.topq_position_mask(score, torch.zeros_like(mask), 0.1).sum() == 0
 
 
 def test_jsd_by_hand_and_symmetric():
@@ -201,7 +201,7 @@ def test_outcome_mix_by_hand():
     logp = torch.zeros(2, 1, 2, requires_grad=True)
     adv = torch.tensor([[[0.1, 0.2]], [[0.3, 0.4]]])
     sampled = torch.zeros(2, 1, requires_grad=True)
-    lp2, adv2 = losses.with_outcome_advantage(logp, adv, sampled, torch.tensor([1.0, -1.0]), 0.5)
+    lp2, adv2 = advantages.with_outcome_advantage(logp, adv, sampled, torch.tensor([1.0, -1.0]), 0.5)
     assert torch.allclose(adv2, torch.tensor([[[0.1, 0.2, 0.5]], [[0.3, 0.4, -0.5]]]))
     loss, _ = losses.candidate_policy_loss(lp2, lp2.detach(), adv2, torch.ones(2, 1))
     loss.backward()
@@ -213,3 +213,39 @@ def test_topk_overlap_by_hand():
     b = torch.tensor([[[0.0, 2.0, 3.0, 1.0]]])
     assert losses.topk_overlap(a, b, 2).item() == pytest.approx(0.5)
     assert losses.topk_overlap(a, a, 2).item() == 1.0
+
+
+def test_opd_candidates_per_mode():
+    logits = torch.tensor([[[0.0, 3.0, 1.0, 2.0], [5.0, 0.0, 0.0, 1.0]]])  # [B=1, T=2, V=4]
+    comp = torch.tensor([[2, 0]])
+    assert advantages.opd_candidates("sampled", logits, comp, 2).tolist() == [[[2], [0]]]
+    assert advantages.opd_candidates("student_topk", logits, comp, 2).tolist() == [[[1, 3], [0, 3]]]
+    assert advantages.opd_candidates("full_vocab", logits, comp, 2).tolist() == [[[0, 1, 2, 3]] * 2]
+    with pytest.raises(ValueError, match="unknown Direct-OPD reward mode"):
+        advantages.opd_candidates("topk", logits, comp, 2)
+
+
+def test_direct_opd_by_hand_per_mode_and_top_q():
+    # V = 2. teacher/ref probabilities per position chosen so that Delta is a round number:
+    # pos 0: teacher (0.5, 0.5), ref (0.25, 0.75) -> Delta = (ln 2, ln 2/3); pos 1: teacher == ref -> Delta = 0
+    t = torch.tensor([[[L(0.5), L(0.5)], [L(0.9), L(0.1)]]])
+    r = torch.tensor([[[L(0.25), L(0.75)], [L(0.9), L(0.1)]]])
+    s = torch.tensor([[[L(0.8), L(0.2)], [L(0.5), L(0.5)]]])  # the student's weights over the full vocab
+    mask = torch.ones(1, 2)
+    ids = torch.tensor([[[1], [0]]])  # sampled tokens
+    adv, delta, jsd = advantages.direct_opd(s, t, r, ids, mask, mode="sampled")
+    assert torch.allclose(adv, torch.tensor([[[math.log(0.5 / 0.75)], [0.0]]]), atol=1e-6)
+    assert torch.equal(adv, delta) and jsd[0, 1] < 1e-7 and jsd[0, 0] > 1e-3
+    full = torch.arange(2).expand(1, 2, 2)
+    adv, delta, _ = advantages.direct_opd(s, t, r, full, mask, mode="full_vocab", scale=2.0)
+    # w * 2 * Delta: pos 0: 0.8 * 2 ln 2, 0.2 * 2 ln(2/3); pos 1: 0
+    want = torch.tensor([[[0.8 * 2 * math.log(2), 0.2 * 2 * math.log(2 / 3)], [0.0, 0.0]]])
+    assert torch.allclose(adv, want, atol=1e-6)
+    assert torch.allclose(delta[0, 0], torch.tensor([2 * math.log(2), 2 * math.log(2 / 3)]), atol=1e-6)
+    # top_q = 0.5 keeps one of the two positions per row: the one with the larger JSD (position 0)
+    adv_q, _, _ = advantages.direct_opd(s, t, r, full, mask, mode="full_vocab", scale=2.0, top_q=0.5)
+    assert torch.allclose(adv_q, want, atol=1e-6)  # position 1 was 0 already
+    t2 = torch.tensor([[[L(0.5), L(0.5)], [L(0.5), L(0.5)]]])  # now position 1 has the larger divergence
+    r2 = torch.tensor([[[L(0.4), L(0.6)], [L(0.1), L(0.9)]]])
+    adv_q, _, jsd = advantages.direct_opd(s, t2, r2, full, mask, mode="full_vocab", top_q=0.5)
+    assert jsd[0, 1] > jsd[0, 0] and torch.all(adv_q[0, 0] == 0) and torch.all(adv_q[0, 1] != 0)

@@ -4,7 +4,8 @@ import math
 
 import torch
 
-from shiftkit.agent.losses import explained_variance, gae, terminal_rewards, value_loss, whiten
+from shiftkit.advantages import gae, terminal_rewards, whiten
+from shiftkit.losses import explained_variance, value_loss
 
 
 def test_gae_hand_computed_gamma1_lambda095():

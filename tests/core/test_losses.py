@@ -3,20 +3,20 @@ import math
 import pytest
 import torch
 
-from shiftkit import losses
+from shiftkit import advantages, losses
 from shiftkit.evaluate import mean_stderr, pass_at_k, pass_at_k_reference
 
 
 def test_group_advantages_by_hand():
     r = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0])
-    adv = losses.group_advantages(r, 4, scale="none")
+    adv = advantages.group_advantages(r, 4, scale="none")
     assert torch.allclose(adv, torch.tensor([0.75, -0.25, -0.25, -0.25, 0, 0, 0, 0]))
-    adv = losses.group_advantages(r, 4, scale="std")
+    adv = advantages.group_advantages(r, 4, scale="std")
     std = math.sqrt((0.75**2 + 3 * 0.25**2) / 3)
     assert torch.allclose(adv[:4], torch.tensor([0.75, -0.25, -0.25, -0.25]) / (std + 1e-6))
     assert torch.all(adv[4:] == 0)  # degenerate group: no signal
     with pytest.raises(ValueError):
-        losses.group_advantages(r, 3)
+        advantages.group_advantages(r, 3)
 
 
 def test_aggregate_token_vs_seq_mean_by_hand():

@@ -65,11 +65,10 @@ def test_adaptive_alpha_follows_the_sign_of_the_weighted_reward(trio, tmp_path):
 # loop passes to the sampler and to candidate_policy_loss (one call per PPO epoch).
 
 def _capture(cfg) -> dict:
-    import shiftkit.opd.loop as loop
-    from shiftkit import losses
+    from shiftkit import loopkit, losses
 
     cap = {"roll": [], "calls": []}
-    real_sample, real_loss = loop.sample, losses.candidate_policy_loss
+    real_sample, real_loss = loopkit.sample, losses.candidate_policy_loss
 
     def sample(*a, **k):
         cap["roll"].append(real_sample(*a, **k))
@@ -81,7 +80,7 @@ def _capture(cfg) -> dict:
         return real_loss(lp, old, adv, mask, **k)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(loop, "sample", sample)
+        mp.setattr(loopkit, "sample", sample)
         mp.setattr(losses, "candidate_policy_loss", loss)
         run_opd(cfg)
     cap["rows"] = _rows(cfg.out)
@@ -108,7 +107,7 @@ def test_reward_modes_give_their_documented_advantages_on_the_same_samples(trio,
     s, t, r = (_logp(trio[k], roll) for k in ("student", "teacher", "ref"))
     m = roll.completion_mask_BT.bool()
     delta = t - r  # Delta(v | s_t) = log pi_teacher - log pi_ref, [B, T, V]
-    want = {  # losses.py "Direct-OPD signals": adv = sg[w * Delta] per candidate
+    want = {  # shiftkit.advantages.direct_opd: adv = sg[w * Delta] per candidate
         "sampled": delta.gather(-1, roll.completion_ids_BT.unsqueeze(-1)),  # w = 1, K = 1
         "student_topk": (lambda ids: s.gather(-1, ids).softmax(-1) * delta.gather(-1, ids))(s.topk(5, -1).indices),
         "full_vocab": s.exp() * delta,  # w = the student's exact probabilities, K = V
@@ -169,9 +168,9 @@ def test_grpo_weight_adds_the_outcome_advantage_as_one_more_candidate(trio, tmp_
     assert a0.shape[-1] == 4 and ah.shape[-1] == 5
     torch.testing.assert_close(ah[..., :4][m], a0[m], rtol=0, atol=0)  # the dense signal is unchanged
     out_B = torch.tensor([float(len(t)) for t in roll.texts])
-    from shiftkit import losses
+    from shiftkit import advantages
 
-    want_B = 0.5 * losses.group_advantages(out_B, 3)  # w * GRPO advantage of each sequence
+    want_B = 0.5 * advantages.group_advantages(out_B, 3)  # w * GRPO advantage of each sequence
     assert want_B.abs().max() > 0
     torch.testing.assert_close(ah[..., 4][m], want_B[:, None].expand(m.shape)[m], rtol=1e-5, atol=1e-6)
     lp_sampled = _logp(trio["student"], roll).gather(-1, roll.completion_ids_BT.unsqueeze(-1)).squeeze(-1)
@@ -289,3 +288,34 @@ def test_kl_clamp_flag_reaches_the_kl_penalty(trio, tmp_path, monkeypatch):
     run_opd(_cfg(trio, tmp_path / "on", steps=1))
     run_opd(_cfg(trio, tmp_path / "off", steps=1, kl_clamp=False))
     assert seen == [True, False]
+
+
+def test_keys_the_method_does_not_read_are_errors():
+    for kw, key in ((dict(reward_mode="full_vocab"), "reward_mode"), (dict(top_q=0.1), "top_q"),
+                    (dict(delta_clip=1.0), "delta_clip"), (dict(teacher_ref="r"), "teacher_ref")):
+        with pytest.raises(ShiftkitError, match=f"method=vanilla_opd does not read {key}"):
+            OPDConfig(student="s", teacher="t", method="vanilla_opd", **kw).validate()
+    with pytest.raises(ShiftkitError, match="does not read the stage key 'reward_mode'"):
+        OPDConfig(student="s", method="vanilla_opd", stages=[{"teacher": "t", "reward_mode": "sampled"}]).validate()
+    with pytest.raises(ShiftkitError, match="method=grpo does not read teacher, top_k"):
+        OPDConfig(student="s", teacher="t", method="grpo", top_k=4).validate()
+    OPDConfig(student="s", teacher="t", method="vanilla_opd", top_k=4).validate()  # top_k: the diagnostics read it
+
+
+def test_grpo_baseline_config_is_derived_field_by_field():
+    from shiftkit.opd.loop import grpo_config
+    from shiftkit.rl import GRPOConfig
+
+    cfg = OPDConfig(student="s", method="grpo", out="o", tasks=["add"], steps=7, prompts_per_step=3,
+                    samples_per_prompt=5, max_new_tokens=9, temperature=0.7, top_p=0.9, lr=1e-3, warmup=2,
+                    schedule="cosine", weight_decay=0.1, grad_clip=0.5, aggregation="seq_mean", clip_low=0.1,
+                    clip_high=0.2, ppo_epochs=2, kl_mode="fixed", kl_coef=0.3, kl_clamp=False, seed=4, eval_every=3,
+                    eval_n=11, save_every=2, threads=1, overwrite=True, progress=False)
+    g = grpo_config(cfg)
+    want = dict(model="s", out="o", tasks=["add"], steps=7, prompts_per_step=3, group_size=5, max_new_tokens=9,
+                temperature=0.7, top_p=0.9, lr=1e-3, warmup=2, schedule="cosine", weight_decay=0.1, grad_clip=0.5,
+                aggregation="seq_mean", adv_scale="std", clip_low=0.1, clip_high=0.2, ppo_epochs=2, kl_coef=0.3,
+                kl_clamp=False, seed=4, eval_every=3, eval_n=11, save_every=2, threads=1, overwrite=True,
+                progress=False)
+    assert g == GRPOConfig(**want)
+    assert grpo_config(OPDConfig(student="s", method="grpo", kl_coef=0.3)).kl_coef == 0.0  # adaptive: no KL in GRPO

@@ -1,0 +1,240 @@
+"""The training kit: the bookkeeping every loop shares, as plain functions (no trainer class, no callbacks).
+
+A loop (``sft.py``, ``rl.py``, ``opd/loop.py``, ``agent/agentic_rl.py``) keeps its step body inline and
+calls these around it::
+
+    d, run = open_run(cfg)                      # threads, Dist, RunDir (a finished run returns its summary)
+    opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
+    st = resume(run, model, opt, d, cfg.steps, desc, cfg.progress)   # checkpoint, metrics.jsonl, progress bar
+    first_eval(st, eval_fn)                    # step-0 evaluation of a fresh run
+    for step in range(st.start, cfg.steps):
+        mine, roll = rollout(model, tok, prompts_P, G, cfg.seed, step, d, ...)   # the one seed formula
+        ... the algorithm ...
+        gnorm = optimizer_step(loss, model, opt, d, cfg.grad_clip, skip=not has_signal)
+        log_step(st, step, row, cfg.steps, eval_every, eval_fn)
+        checkpoint(st, step, cfg.steps, cfg.save_every, model, tok, opt)
+    return close_run(st, model, tok, summary, row)
+
+Every random draw is a function of ``(seed, step)`` (:func:`draw_prompts`, :func:`row_seed`), so a
+checkpoint holds only weights, optimizer state, the step and a small ``extra`` dict, and a resumed
+run continues bit for bit. No algorithm math lives here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from shiftkit.config import to_dict
+from shiftkit.dist import Dist
+from shiftkit.errors import ShiftkitError
+from shiftkit.runs import RunDir
+from shiftkit.sampling import sample
+
+# ------------------------------------------------------------------------------ optimizer and schedule
+
+
+def set_threads(n: int) -> None:
+    """Use ``n`` torch threads (0 = leave torch's default). Data-parallel workers should use 1."""
+    if n > 0:
+        torch.set_num_threads(n)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.98)) -> torch.optim.Optimizer:
+    """AdamW; matrices decay, vectors (norms, biases) do not; shared parameters appear once."""
+    decay, no_decay = [], []
+    seen = set()
+    for n, p in model.named_parameters():
+        if not p.requires_grad or id(p) in seen:
+            continue
+        seen.add(id(p))
+        (no_decay if p.ndim < 2 else decay).append(p)
+    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas, foreach=True)
+
+
+def lr_at(step: int, base_lr: float, warmup: int, total: int, schedule: str = "cosine", min_ratio: float = 0.1) -> float:
+    """Linear warm-up, then ``constant``, or ``cosine`` / ``linear`` decay to ``min_ratio * base_lr``."""
+    if warmup > 0 and step < warmup:
+        return base_lr * (step + 1) / warmup
+    if schedule == "constant":
+        return base_lr
+    frac = min(1.0, (step - warmup) / max(1, total - warmup))
+    if schedule == "cosine":
+        return base_lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
+    if schedule == "linear":
+        return base_lr * (min_ratio + (1 - min_ratio) * (1 - frac))
+    raise ShiftkitError(f"unknown lr schedule '{schedule}' (use constant, cosine or linear)")
+
+
+def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
+    for g in opt.param_groups:
+        g["lr"] = lr
+
+
+def grad_norm_clip(model: torch.nn.Module, max_norm: float) -> float:
+    """Clip the gradient norm to ``max_norm`` (0 = no clipping); returns the norm before clipping."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    if not params:
+        return 0.0
+    if max_norm > 0:
+        return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+    return float(torch.norm(torch.stack([p.grad.detach().norm() for p in params])))
+
+
+def optimizer_step(loss: torch.Tensor, model: torch.nn.Module, opt: torch.optim.Optimizer, d: Dist,
+                   grad_clip: float, skip: bool = False) -> float:
+    """Backward (scaled by the world size: losses use global counts), clip, step; returns the grad norm.
+
+    ``skip`` (the no-signal guard): a batch that carries no information (every advantage 0, no KL)
+    still has its gradient computed, but Adam does not step on it -- its momentum would move the
+    policy on zero gradients.
+    """
+    opt.zero_grad(set_to_none=True)
+    (loss * d.world).backward()
+    gnorm = grad_norm_clip(model, grad_clip)
+    if not skip:
+        opt.step()
+    return gnorm
+
+
+# ------------------------------------------------------------------------------ the draws of one step
+
+
+def row_seed(seed: int, step: int, prompt_idx: int, sample_idx: int) -> int:
+    """The sampling seed of one rollout; independent of how rows are batched or sharded."""
+    return (seed * 1_000_003 + step * 10_007 + prompt_idx * 101 + sample_idx) % (2**62)
+
+
+def draw_prompts(draw_one: Callable[[random.Random], Any], seed: int, step: int, n: int) -> list:
+    """``n`` training prompts (or problems) of one step, drawn by ``draw_one(rng)`` from ``(seed, step)``.
+
+    Every loop draws through here, so GRPO and OPD on the same seed see the same prompts.
+    """
+    rng = random.Random(f"rl:{seed}:{step}")
+    return [draw_one(rng) for _ in range(n)]
+
+
+def needs_old_logprobs(clip_low: float, clip_high: float, ppo_epochs: int, top_p: float = 1.0) -> bool:
+    """Whether the update needs log-probs scored before it (PPO's "old" policy) rather than the
+    detached log-probs of its own forward: with a clip, several epochs, or a truncated sampler."""
+    return bool(clip_low) or bool(clip_high) or ppo_epochs > 1 or top_p < 1.0
+
+
+def rollout(model, tok, prompts_P: list[str], group_size: int, seed: int, step: int, d: Dist, *,
+            max_new_tokens: int, temperature: float, top_p: float = 1.0):
+    """``group_size`` samples of this rank's share of the prompts, each row seeded by :func:`row_seed`.
+
+    Returns ``(mine, roll)``: the prompt indices this rank took and the :class:`~shiftkit.sampling.Rollouts`
+    (row ``k * G + j`` is sample ``j`` of prompt ``mine[k]``).
+    """
+    mine = d.shard(list(range(len(prompts_P))))
+    prompts = [prompts_P[i] for i in mine for _ in range(group_size)]
+    seeds = [row_seed(seed, step, i, j) for i in mine for j in range(group_size)]
+    roll = sample(model, tok, prompts, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                  row_seeds=seeds)
+    return mine, roll
+
+
+# ------------------------------------------------------------------------------ the run around the steps
+
+
+@dataclasses.dataclass
+class RunState:
+    """What the bookkeeping of one run carries between the kit's calls (plain data)."""
+
+    run: RunDir
+    d: Dist
+    start: int  # the first step to run (> 0 after a resume)
+    extra: dict  # the checkpoint's extra state (e.g. OPD's adaptive KL coefficient)
+    log: Any  # metrics.jsonl writer (main rank) or None
+    bar: Any  # tqdm bar or None
+    t_start: float
+    first_eval: dict | None = None
+
+
+def open_run(cfg) -> tuple[Dist, RunDir]:
+    """Threads, the process group and the run directory of ``cfg`` (``threads``, ``out``, ``overwrite``)."""
+    set_threads(cfg.threads)
+    return Dist(), RunDir(cfg.out, to_dict(cfg), overwrite=cfg.overwrite)
+
+
+def resume(run: RunDir, model, opt, d: Dist, steps: int, desc: str, progress: bool) -> RunState:
+    """Load the latest checkpoint (if any) into ``model``/``opt``; open metrics.jsonl and the progress bar."""
+    start, extra = 0, {}
+    if (ck := run.latest_checkpoint()) is not None:
+        start, extra = run.load_trainer_state(ck, model, opt)
+    log = run.metrics_writer(start) if d.is_main else None
+    bar = None
+    if progress and d.is_main:
+        from tqdm import tqdm
+
+        bar = tqdm(total=steps, initial=start, desc=desc, leave=False)
+    return RunState(run, d, start, extra, log, bar, time.time())
+
+
+def first_eval(st: RunState, eval_fn: Callable[[], dict] | None, **keys) -> None:
+    """Evaluate before the first step of a fresh run (main rank) and log it as step 0 (plus ``keys``)."""
+    if eval_fn is not None and st.start == 0 and st.d.is_main:
+        st.first_eval = {"step": 0, **keys, **eval_fn()}
+        st.log.write(st.first_eval)
+
+
+def log_step(st: RunState, step: int, row: dict, steps: int, eval_every: int, eval_fn: Callable[[], dict] | None,
+             **postfix) -> None:
+    """Add the periodic (and final) evaluation to ``row``, write it, advance the bar."""
+    if eval_fn is not None and st.d.is_main and ((step + 1) % eval_every == 0 or step + 1 == steps):
+        row.update(eval_fn())
+    if st.log:
+        st.log.write(row)
+    if st.bar:
+        st.bar.update(1)
+        if postfix:
+            st.bar.set_postfix(**postfix)
+
+
+def checkpoint(st: RunState, step: int, steps: int, save_every: int, model, tok, opt, extra: dict | None = None) -> None:
+    """Every ``save_every`` steps (not after the last one), save a resumable checkpoint (main rank)."""
+    if save_every and (step + 1) % save_every == 0 and step + 1 < steps:
+        if st.d.is_main:
+            st.run.save_checkpoint(step + 1, model, tok, opt, extra=extra)
+        st.d.barrier()
+
+
+def close_run(st: RunState, model, tok, summary: dict, row: dict) -> dict:
+    """Record the first/last greedy accuracy in ``summary``, write the final model, DONE and the summary."""
+    if st.bar:
+        st.bar.close()
+    if st.first_eval and "eval/greedy_acc" in st.first_eval:
+        summary["initial_greedy_acc"] = st.first_eval["eval/greedy_acc"]
+    if "eval/greedy_acc" in row:
+        summary["final_greedy_acc"] = row["eval/greedy_acc"]
+    if st.d.is_main:
+        if st.log:
+            st.log.close()
+        st.run.finish(model, tok, summary)
+    st.d.barrier()
+    return summary
+
+
+def held_out_eval(model, tok, evals: list, reward_fn, max_new_tokens: int) -> Callable[[], dict] | None:
+    """``eval_fn`` for the kit: greedy accuracy on ``evals`` as ``eval/...`` keys (None without evals)."""
+    if not evals:
+        return None
+    from shiftkit.evaluate import evaluate_model
+
+    def eval_fn() -> dict:
+        ev = evaluate_model(model, tok, evals, reward_fn, max_new_tokens=max_new_tokens)
+        return {f"eval/{k}": v for k, v in ev.items() if k != "per_problem"}
+
+    return eval_fn
+
