@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-TORCH_NAMESPACES = {"aten", "prims", "prim", "quantized", "mkldnn", "mkl", "_quantized", "quantized_decomposed",
-                    "rngprims", "inductor", "c10d", "_c10d_functional", "debugprims", "torchvision"}
+TORCH_NAMESPACES = frozenset({"aten", "prims", "prim", "quantized", "mkldnn", "mkl", "_quantized", "quantized_decomposed",
+                    "rngprims", "inductor", "c10d", "_c10d_functional", "debugprims", "torchvision"})
 
-ALLOWED_ATEN = {
+ALLOWED_ATEN = frozenset({
     # allocation
     "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros",
     "zero_", "fill_", "scalar_tensor", "lift_fresh", "lift_fresh_copy", "resize_",
@@ -28,35 +28,78 @@ ALLOWED_ATEN = {
     "is_same_size", "_local_scalar_dense", "is_nonzero", "storage_offset", "_has_compatible_shallow_copy_type",
     # data movement / layout
     "clone", "copy_", "contiguous", "_copy_from", "_copy_from_and_resize", "set_",
-}
+})
 
 
 class BlockedOpError(RuntimeError):
     pass
 
 
-def is_allowed(op_namespace: str, op_base_name: str) -> bool:
-    """Pure: may an op run inside ModelNew.forward?"""
-    if op_namespace not in TORCH_NAMESPACES:
+def is_allowed(op_namespace: str, op_base_name: str, allowed_aten: frozenset = ALLOWED_ATEN,
+               torch_namespaces: frozenset = TORCH_NAMESPACES) -> bool:
+    """Pure: may an op run inside ModelNew.forward? (Custom ops are further restricted to native ones.)"""
+    if op_namespace not in torch_namespaces:
         return True  # the solution's own custom ops
-    return op_namespace == "aten" and op_base_name in ALLOWED_ATEN
+    return op_namespace == "aten" and op_base_name in allowed_aten
 
 
 def make_blocker():
+    """The blocker, bound at creation: the allowlists are frozen and captured here, so changing the module's
+    names later (e.g. at candidate import time) changes nothing. Custom ops are allowed only if they were
+    registered by the built extensions before any candidate Python ran (``allow_native``): an op defined
+    with ``torch.library`` in Python (which could hide torch ops) is a violation."""
     from torch.utils._python_dispatch import TorchDispatchMode
+
+    allowed_aten, namespaces, check = ALLOWED_ATEN, TORCH_NAMESPACES, is_allowed
 
     class OpBlocker(TorchDispatchMode):
         def __init__(self) -> None:
             super().__init__()
             self.violations: Counter = Counter()
+            self.python_ops: Counter = Counter()
+            self.native: frozenset | None = None
+            self.native_calls = 0
+
+        def allow_native(self, op_names) -> None:
+            if self.native is None:
+                self.native = frozenset(op_names)
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             ns = getattr(func, "namespace", "aten")
             base = func.__name__.split(".")[0]
-            if not is_allowed(ns, base):
+            if not check(ns, base, allowed_aten, namespaces):
                 name = f"{ns}.{base}"
                 self.violations[name] += 1
                 raise BlockedOpError(f"torch op {name} is not allowed inside ModelNew.forward")
+            if ns not in namespaces:
+                if self.native is None or f"{ns}::{base}" not in self.native:
+                    self.python_ops[f"{ns}::{base}"] += 1
+                    raise BlockedOpError(f"custom op {ns}::{base} was not registered by a built extension")
+                self.native_calls += 1
             return func(*args, **(kwargs or {}))
 
     return OpBlocker()
+
+
+# ops the profiler also records beneath allowed ops (their decompositions) and harness bookkeeping
+PROFILER_EXTRA = frozenset({"to", "_to_copy", "item", "resolve_conj", "resolve_neg", "result_type", "lift_fresh",
+                            "empty", "empty_strided", "_unsafe_view", "as_strided", "slice", "copy_", "clone", "zero_",
+                            "fill_", "_local_scalar_dense", "detach", "view", "contiguous", "expand", "reshape"})
+
+
+def profiled_escapes(event_names, violations: dict, native: frozenset = frozenset()) -> dict[str, int]:
+    """Pure: torch ops the profiler saw inside a forward that the blocker neither allowed nor blocked, i.e.
+    ops that ran while the blocker was bypassed (``_disable_current_modes``, a Python custom op's body)."""
+    seen_blocked = {k.replace(".", "::", 1) for k in violations}
+    out: dict[str, int] = {}
+    for name in event_names:
+        if "::" not in name:
+            continue
+        ns, base = name.split("::", 1)
+        base = base.split(".")[0]
+        if ns not in TORCH_NAMESPACES or f"{ns}::{base}" in native:
+            continue
+        if (ns == "aten" and (base in ALLOWED_ATEN or base in PROFILER_EXTRA)) or f"{ns}::{base}" in seen_blocked:
+            continue
+        out[f"unblocked:{ns}.{base}"] = out.get(f"unblocked:{ns}.{base}", 0) + 1
+    return out

@@ -139,3 +139,31 @@ def same_outputs(a: Any, b: Any, atol: float, rtol: float) -> bool:
     if len(ta) != len(tb) or not ta:
         return False
     return all(x.shape == y.shape and mismatches(x, y, atol, rtol)[0] == 0 for x, y in zip(ta, tb))
+
+
+def layout_problem(out: Any) -> str | None:
+    """Pure: why an output's memory layout is not a materialised result (a stride-0 dimension of size > 1,
+    i.e. an ``expand()`` view, or a storage smaller than the elements need), else None."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        if out.numel() <= 1:
+            return None
+        for d, (n, st) in enumerate(zip(out.shape, out.stride())):
+            if n > 1 and st == 0:
+                return f"output dim {d} has stride 0 (an expand() view, not a materialised output)"
+        span = 1 + sum((n - 1) * abs(st) for n, st in zip(out.shape, out.stride()))
+        if span < out.numel():
+            return "output elements overlap in memory"
+        return None
+    if isinstance(out, (list, tuple)):
+        for v in out:
+            m = layout_problem(v)
+            if m:
+                return m
+    if isinstance(out, dict):
+        for v in out.values():
+            m = layout_problem(v)
+            if m:
+                return m
+    return None

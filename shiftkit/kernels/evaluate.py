@@ -2,18 +2,18 @@
 
 1. :func:`static_findings`  - pure source checks (static.py)
 2. :func:`build_solution`   - content-hash-cached builds with structured compile errors (build.py)
-3. :class:`sandbox.Worker`  - the candidate runs in a sandboxed worker; checker and timer stay here
+3. :class:`sandbox.Worker`  - the candidate runs in a jailed worker tree (jail.py); checker and clock stay here
 4. op blocking              - a TorchDispatchMode inside the worker (blocking.py), violations reported
 5. :func:`check_correctness`- seeded trials (secret seed mixed in), both orders, determinism, shape variants
 6. :func:`admit_problem`    - degenerate-task guard (cached per problem)
-7. :func:`profile`          - warm-up, >=30 parent-timed calls on fresh inputs with LLC flush, re-checked
-8. reward.py                - milestone / log-speedup, pure; 9. metrics.py - set metrics
+7. :func:`paired_profile`   - candidate, eager and compile timed interleaved on the same inputs, re-checked
+8. reward.py                - paired milestones with confidence intervals / log-speedup; 9. metrics.py
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import math
 import os
 import secrets
 import time
@@ -28,11 +28,17 @@ from shiftkit.kernels.backends import get_backend, machine_id
 from shiftkit.kernels.build import BuildResult, CompileError, build, default_cache_dir
 from shiftkit.kernels.findings import Finding, errors
 from shiftkit.kernels.problem import Problem, load_problem
-from shiftkit.kernels.reward import get_reward_fn
-from shiftkit.kernels.sandbox import Worker, WorkerFailure
+from shiftkit.kernels.reward import get_reward_fn, paired_milestone_reward, threshold
+from shiftkit.kernels.sandbox import IsolationUnavailable, Worker, WorkerFailure
 from shiftkit.kernels.solution import Solution, load_solution
 
-_SECRET = int(os.environ.get("SHIFTKIT_KERNEL_SECRET_SEED") or secrets.randbits(31))
+_SECRET: list[int] = []  # read lazily in the parent only (never at import: the forkserver imports this module)
+
+
+def _process_secret() -> int:
+    if not _SECRET:
+        _SECRET.append(int(os.environ.get("SHIFTKIT_KERNEL_SECRET_SEED") or secrets.randbits(31)))
+    return _SECRET[0]
 
 
 @dataclass
@@ -52,10 +58,12 @@ class EvalConfig:
     block_ops: bool = True
     check_degenerate: bool = True
     warmup: int = 3
-    timed_calls: int = 30
+    timed_calls: int = 30  # paired rounds before the first decision
+    max_timed_calls: int = 120  # budget of paired rounds when the interval straddles a threshold
+    ci_level: float = 0.95
     recheck_timed: bool = True
     baseline_compile: bool = True
-    baseline_cache: bool = True
+    floor_bandwidth_factor: float = 4.0  # physical floor: bytes moved / (factor x measured memcpy bandwidth); 0 = off
     flush_llc: bool = True
     llc_flush_mb: int = 0  # 0: twice the detected last-level cache
     threads: int = 1
@@ -64,7 +72,9 @@ class EvalConfig:
     build_jobs: int = 2
     mem_limit_mb: int = 4096
     max_output_bytes: int = 1_000_000
-    isolate_network: bool = True
+    max_frame_mb: int = 512  # cap on any frame from a worker
+    pids_max: int = 64  # tasks (threads + processes) in a worker's tree
+    allow_unisolated: bool = False  # run even where the sandbox is unavailable; the result is marked untrusted
     implausible_speedup: float = 10.0
     timer: str = "auto"  # wall | cpu | auto (cpu for the cpu backend with 1 thread, else wall)
     reward: str = "milestone"  # milestone | log_speedup
@@ -83,6 +93,8 @@ class EvalConfig:
             raise ShiftkitError(f"unknown timer {self.timer!r}; valid: wall, cpu, auto")
         if self.trials < 1 or self.timed_calls < 1 or self.threads < 1:
             raise ShiftkitError("trials, timed_calls and threads must be >= 1")
+        if not 0.5 < self.ci_level < 1:
+            raise ShiftkitError("ci_level must be in (0.5, 1)")
 
     @property
     def cache(self) -> Path:
@@ -96,7 +108,7 @@ class EvalConfig:
 
     @property
     def secret(self) -> int:
-        return _SECRET if self.secret_seed is None else int(self.secret_seed)
+        return _process_secret() if self.secret_seed is None else int(self.secret_seed)
 
 
 @dataclass
@@ -117,6 +129,8 @@ class Result:
     sandbox: dict = field(default_factory=dict)
     seconds: float = 0.0
     stage: str = "static"
+    inconclusive: bool = False  # a paired interval straddled a threshold after the whole sample budget
+    paired: dict = field(default_factory=dict)  # per baseline: speedup, CI, decision, rounds
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -139,10 +153,13 @@ def _resolve(problem, solution, config: EvalConfig) -> tuple[Problem, Solution]:
 def static_findings(solution: Solution, allow_reduced_precision: bool = False) -> list[Finding]:
     out = list(solution.findings)
     out += static.check_python(solution.python_source, allow_reduced_precision)
+    for rel, text in solution.python_files.items():  # every Python file of a workspace, not just model_new.py
+        out += [dataclasses.replace(f, where=f"{rel} {f.where or ''}".strip()) for f in static.check_python(text, allow_reduced_precision)]
     for spec in solution.specs:
         for rel, text in spec.sources.items():
-            out += [dataclasses.replace(f, where=f"{spec.name}/{rel} {f.where}") for f in static.check_cpp(text, allow_reduced_precision)]
-        out += static.check_flags(spec.extra_cflags + spec.extra_cuda_cflags, allow_reduced_precision)
+            cuda = spec.backend == "cuda" or rel.endswith((".cu", ".cuh"))
+            out += [dataclasses.replace(f, where=f"{spec.name}/{rel} {f.where}") for f in static.check_cpp(text, allow_reduced_precision, cuda)]
+        out += static.check_flags(spec.extra_cflags, allow_reduced_precision, spec.extra_cuda_cflags, spec.extra_ldflags)
     return out
 
 
@@ -150,7 +167,50 @@ def static_findings(solution: Solution, allow_reduced_precision: bool = False) -
 
 def build_solution(solution: Solution, config: EvalConfig) -> list[BuildResult]:
     """Build every spec (parallel builds are safe: per-key locks)."""
-    return [build(s, config.cache, config.compile_timeout_s, config.build_jobs) for s in solution.specs]
+    return [build(s, config.cache, config.compile_timeout_s, config.build_jobs, isolate=not _unisolated(config))
+            for s in solution.specs]
+
+
+_PROBE: dict[str, str] = {}
+
+
+def isolation_problem() -> str:
+    """'' where the sandbox works here, else why not (probed once per process, by jailing a throwaway child)."""
+    if "why" not in _PROBE:
+        from shiftkit.kernels import jail
+
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                jail.enter()
+                os.write(w, b"ok")
+            except BaseException as e:  # noqa: BLE001
+                os.write(w, str(e).encode()[:500] or b"?")
+            os._exit(0)
+        os.close(w)
+        msg = b""
+        while True:
+            b = os.read(r, 1024)
+            if not b:
+                break
+            msg += b
+        os.close(r)
+        os.waitpid(pid, 0)
+        _PROBE["why"] = "" if msg == b"ok" else (msg.decode(errors="replace") or "sandbox probe died")
+    return _PROBE["why"]
+
+
+def _unisolated(config: EvalConfig) -> bool:
+    """Run without the sandbox? Only with allow_unisolated where it is unavailable; else fail closed."""
+    why = isolation_problem()
+    if not why:
+        return False
+    if not config.allow_unisolated:
+        raise ShiftkitError(f"the evaluation sandbox is unavailable here ({why}); refusing to run candidate code "
+                            "(set allow_unisolated=true to run anyway; the result is then marked untrusted)")
+    return True
 
 
 def compile_only(problem, solution, config: EvalConfig | None = None) -> Result:
@@ -179,6 +239,11 @@ def _do_build(res: Result, s: Solution, config: EvalConfig) -> list[BuildResult]
     res.compile_errors = [e for b in builds for e in b.errors]
     res.compiled = all(b.ok for b in builds)
     if not res.compiled:
+        for e in res.compile_errors:
+            if e.message.startswith("calls vendor library"):
+                res.findings.append(Finding("vendor_library", e.message, "error", "link"))
+            elif e.message.startswith("build flag"):
+                res.findings.append(Finding("build_flag", e.message, "error", "build"))
         res.findings.append(Finding("compile_error", "; ".join(f"{e.file}:{e.line}: {e.message}" for e in res.compile_errors[:5]), "error"))
         res.reason = "compile error: " + (res.compile_errors[0].message if res.compile_errors else "unknown")
     return builds
@@ -226,6 +291,9 @@ def _first_dtype(x: Any) -> str:
 
 # ----------------------------------------------------------------------------- 3. worker
 
+FLUSH_CAP = 64 * 2**20  # a VM may report the whole host L3 (480 MB here); its share is far smaller
+
+
 def _flush_bytes(config: EvalConfig) -> int:
     if not config.flush_llc:
         return 0
@@ -240,7 +308,16 @@ def _flush_bytes(config: EvalConfig) -> int:
             best = max(best, n)
         except (OSError, ValueError):
             continue
-    return 2 * (best or 32 * 2**20)
+    return min(2 * (best or 32 * 2**20), FLUSH_CAP)
+
+
+def _read_paths(problem: Problem, solution: Solution | None, builds: list[BuildResult]) -> list[str]:
+    """Dirs the worker must read even where its private /tmp covers them (problem, solution, artefacts)."""
+    dirs = {str(Path(problem.path).resolve().parent)}
+    if solution is not None:
+        dirs.add(str(solution.path if solution.layout == "workspace" else solution.path.parent))
+    dirs |= {str(Path(b.so_path).resolve().parent) for b in builds if b.so_path}
+    return sorted(dirs)
 
 
 def start_worker(problem: Problem, solution: Solution | None, builds: list[BuildResult], config: EvalConfig,
@@ -248,25 +325,39 @@ def start_worker(problem: Problem, solution: Solution | None, builds: list[Build
     entries = []
     if solution is not None:
         for spec, b in zip(solution.specs, builds):
-            entries.append({"spec_key": spec.key(), "so_path": b.so_path, "spec": dataclasses.asdict(spec),
+            entries.append({"spec_key": spec.key(), "so_path": b.so_path, "so_sha256": b.sha256,
+                            "spec": dataclasses.asdict(spec),
                             "workspace_ext": solution.layout == "workspace" and spec.name == "kernel_ext"})
+    cand = mode == "candidate"
+    rw = []
+    if mode == "compile":  # trusted reference code: inductor's on-disk cache is shared between evaluations
+        d = config.cache / "inductor"
+        d.mkdir(parents=True, exist_ok=True)
+        rw.append(str(d))
     setup = {
         "mode": mode, "problem_path": str(problem.path), "backend": config.backend,
         "solution_dir": str(solution.path if solution and solution.layout == "workspace" else (solution.path.parent if solution else "")),
-        "python_name": solution.python_name if solution else "", "builds": entries,
-        "threads": config.threads, "mem_mb": config.mem_limit_mb if mode == "candidate" else 0,
-        "cpu_s": int(config.timeout_s * 2) if mode == "candidate" else 0,
-        "max_output_bytes": config.max_output_bytes if mode == "candidate" else 0,
-        "sandbox": True, "isolate_network": config.isolate_network and mode == "candidate",
+        "layout": solution.layout if solution else "", "python_name": solution.python_name if solution else "",
+        "builds": entries, "threads": config.threads, "mem_mb": config.mem_limit_mb if cand else 0,
+        "cpu_s": int(config.timeout_s * 2) if cand else 0,
+        "max_output_bytes": config.max_output_bytes if cand else 0,
+        "isolate": not _unisolated(config), "allow_unisolated": config.allow_unisolated, "rw": rw,
+        "ro": _read_paths(problem, solution, builds),
         "block_ops": config.block_ops, "flush_bytes": _flush_bytes(config),
         "device": get_backend(config.backend).device,
     }
-    return Worker(setup, config.timeout_s if mode == "candidate" else max(config.timeout_s, 600.0))
+    mem = (config.mem_limit_mb + 3072) << 20 if cand else 0
+    pids = config.pids_max + 4 * config.threads if cand else 512
+    try:
+        return Worker(setup, config.timeout_s if cand else max(config.timeout_s, 600.0), config.max_frame_mb << 20,
+                      pids_max=pids, mem_bytes=mem)
+    except IsolationUnavailable as e:
+        raise ShiftkitError(f"{e}; set allow_unisolated=true to run without it (untrusted result)") from None
 
 
 def _load_in_worker(w: Worker, problem: Problem, config: EvalConfig) -> None:
     sd = problem.make_model(config.seed).state_dict()
-    header, _ = w.request({"cmd": "load"}, wire.dumps_tensors(dict(sd)))
+    header, _ = w.request({"cmd": "load"}, wire.dumps_tensors(dict(sd)), max_blob=0)
     if not header.get("ok"):
         raise WorkerFailure(header.get("kind", "load_error"), header.get("error", "load failed"), header.get("trace", ""))
 
@@ -298,20 +389,21 @@ def _clone(x):
 class _Trials:
     """Parent-side bookkeeping shared by correctness and profiling."""
 
-    def __init__(self, w: Worker, problem: Problem, config: EvalConfig, base_threads: int):
+    def __init__(self, w: Worker, problem: Problem, config: EvalConfig, solution: Solution | None = None):
         self.w, self.p, self.c = w, problem, config
         self.device = get_backend(config.backend).device
         self.model = problem.make_model(config.seed).to(self.device)
-        self.base_threads = base_threads
+        self.base_tasks = w.base_tasks
+        self.last_calls: int | None = None
         self.findings: list[Finding] = []
         self.max_diff = 0.0
-        self.seen_ops: set[str] = set()
 
     def add(self, f: Finding) -> None:
         if not any(x.code == f.code for x in self.findings):
             self.findings.append(f)
 
     def expected(self, inputs):
+        """The reference output, computed here in the parent (after the candidate replied)."""
         import torch
 
         with torch.no_grad():
@@ -325,10 +417,19 @@ class _Trials:
             self.add(Finding("blocked_torch_op", f"torch ops ran inside ModelNew.forward: {ops}", "error", where))
         if h.get("reused"):
             self.add(Finding("reused_output", "forward returned storage it had already returned for other inputs", "error", where))
+        self.last_calls = h.get("kernel_calls")
+        self.check_tasks(where)
+
+    def check_decoy(self, where: str) -> None:
+        """After an output was judged correct: it must have come from a built kernel."""
+        if self.last_calls == 0:
+            self.add(Finding("decoy_kernel", "no built kernel was called during the forward (the result came from elsewhere)", "error", where))
+
+    def check_tasks(self, where: str) -> None:
         allowance = 2 * (self.c.threads - 1)
-        n = self.w.threads()
-        if n > self.base_threads + allowance:
-            self.add(Finding("thread_spawned", f"worker has {n} threads (baseline {self.base_threads}, allowed +{allowance})", "error", where))
+        n = self.w.tasks()
+        if n > self.base_tasks + allowance >= 0:
+            self.add(Finding("thread_spawned", f"the worker's tree has {n} tasks (baseline {self.base_tasks}, allowed +{allowance})", "error", where))
 
     def run_trial(self, inputs, ref_first: bool, where: str):
         h, blob = self.w.request({"cmd": "trial", "ref_first": ref_first}, wire.dumps_tensors(inputs))
@@ -345,6 +446,10 @@ class _Trials:
             return None
         if h.get("inputs_digest") != wire.digest(inputs):
             self.add(Finding("input_mutated", "forward modified its inputs (digest of the inputs changed)", "error", where))
+        bad = C.layout_problem(got)
+        if bad:
+            self.add(Finding("output_layout", bad, "error", where))
+            return None
         return got
 
     def judge(self, expected, out, where: str, code_override: str | None = None) -> bool:
@@ -365,14 +470,20 @@ class _Trials:
 
 def check_correctness(t: _Trials) -> bool:
     """Trials with fresh seeded inputs (secret mixed in), alternating reference-first/candidate-first,
-    input-sensitivity, a determinism re-run and shape variants. Stops at the first error."""
+    input-sensitivity, a determinism re-run and shape variants. Expected outputs are computed only after
+    the candidate replied. Stops at the first error."""
     c, p = t.c, t.p
     outs, exps, first_inputs = [], [], None
     for k in range(c.trials):
         inputs = p.inputs(C.mix_seed(c.seed + k, c.secret))
-        exp = t.expected(inputs)
         out = t.run_trial(inputs, ref_first=(k % 2 == 0), where=f"trial {k}")
-        if out is None or errors(t.findings) or not t.judge(exp, out, f"trial {k}"):
+        if out is None or errors(t.findings):
+            return False
+        exp = t.expected(inputs)
+        if not t.judge(exp, out, f"trial {k}"):
+            return False
+        t.check_decoy(f"trial {k}")
+        if errors(t.findings):
             return False
         if first_inputs is None:
             first_inputs = inputs
@@ -394,30 +505,45 @@ def check_correctness(t: _Trials) -> bool:
     if c.shape_variants:
         for i, var in enumerate(p.shape_variants):
             inputs = p.inputs(C.mix_seed(c.seed + 500 + i, c.secret), var)
-            exp = t.expected(inputs)
             out = t.run_trial(inputs, ref_first=bool(i % 2), where=f"shape variant {var}")
-            if out is None or errors(t.findings) or not t.judge(exp, out, f"shape variant {var}", "shape_variant_mismatch"):
+            if out is None or errors(t.findings):
+                return False
+            if not t.judge(t.expected(inputs), out, f"shape variant {var}", "shape_variant_mismatch"):
                 return False
     return True
 
 
-# ----------------------------------------------------------------------------- 7. profiling
+# ----------------------------------------------------------------------------- 7. paired profiling
 
-def time_calls(w: Worker, problem: Problem, config: EvalConfig, seed_base: int, secret: int | None) -> tuple[list[int], list[int]]:
-    """Warm-up, then ``timed_calls`` parent-timed calls, each on fresh inputs with an LLC flush before it."""
-    mk = (lambda i: C.mix_seed(seed_base + i, secret)) if secret is not None else (lambda i: seed_base + i)
-    h, _ = w.request({"cmd": "warmup", "n": config.warmup}, wire.dumps_tensors(problem.inputs(mk(0))))
-    if not h.get("ok"):
-        raise WorkerFailure(h.get("kind", "runtime_error"), h.get("error", "warm-up failed"), violations=h.get("violations"))
-    wall, cpu = [], []
-    for i in range(config.timed_calls):
-        h, _ = w.request({"cmd": "prep"}, wire.dumps_tensors(problem.inputs(mk(i))))
-        if not h.get("ok"):
-            raise WorkerFailure(h.get("kind", "runtime_error"), h.get("error", "prep failed"))
-        t, c = w.timed_call()
-        wall.append(t)
-        cpu.append(c)
-    return wall, cpu
+_BANDWIDTH: list[float] = []
+
+
+def memory_bandwidth() -> float:
+    """Bytes/s of a single-thread 64 MiB copy (read + write), best of 3, measured once per process."""
+    if not _BANDWIDTH:
+        import torch
+
+        x = torch.ones(16 << 20)
+        y = torch.empty_like(x)
+        best = math.inf
+        for _ in range(3):
+            t0 = time.perf_counter()
+            y.copy_(x)
+            best = min(best, time.perf_counter() - t0)
+        _BANDWIDTH.append(2 * x.numel() * 4 / best)
+    return _BANDWIDTH[0]
+
+
+def _nbytes(x) -> int:
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.numel() * x.element_size()
+    if isinstance(x, (list, tuple)):
+        return sum(_nbytes(v) for v in x)
+    if isinstance(x, dict):
+        return sum(_nbytes(v) for v in x.values())
+    return 0
 
 
 def timing_summary(wall: list[int], cpu: list[int], timer: str) -> dict:
@@ -433,63 +559,170 @@ def timing_summary(wall: list[int], cpu: list[int], timer: str) -> dict:
     return d | {"timer": src, "median_ms": d[f"{src}_median_ms"], "iqr_ms": d[f"{src}_iqr_ms"]}
 
 
-def _baseline_path(problem: Problem, config: EvalConfig, kind: str) -> Path:
-    import hashlib
-
-    import torch
-
-    mid = hashlib.sha256(machine_id().encode()).hexdigest()[:10]
-    tag = f"{problem.hash}-{kind}-t{config.threads}-n{config.timed_calls}-w{config.warmup}-f{int(config.flush_llc)}-s{config.seed}-v2"
-    return config.cache / "baselines" / f"{mid}-torch{torch.__version__}" / f"{tag}.json"
-
-
-def baseline_timing(problem: Problem, config: EvalConfig, kind: str) -> dict:
-    """Eager (``reference``) or ``compile`` timing of the reference, through the same worker protocol,
-    cached per (machine, torch version, problem, timing settings)."""
-    path = _baseline_path(problem, config, kind)
-    if config.baseline_cache and path.is_file():
-        d = json.loads(path.read_text())
-        timer = config.effective_timer if f"{config.effective_timer}_median_ms" in d else "wall"
-        return d | {"timer": timer, "median_ms": d[f"{timer}_median_ms"], "iqr_ms": d[f"{timer}_iqr_ms"], "cached": True}
-    w = start_worker(problem, None, [], config, mode="reference" if kind == "eager" else "compile")
-    try:
-        _load_in_worker(w, problem, config)
-        wall, cpu = time_calls(w, problem, config, config.seed + 1000, None)
-    finally:
-        w.close()
-    d = timing_summary(wall, cpu, config.effective_timer)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(d))
-    os.replace(tmp, path)
-    return d | {"cached": False}
-
-
-def profile(t: _Trials) -> dict:
-    c = t.c
-    wall, cpu = time_calls(t.w, t.p, c, c.seed + 1000, c.secret)
-    h, blob = t.w.request({"cmd": "collect"})
+def _ok(h: dict, what: str) -> None:
     if not h.get("ok"):
-        raise WorkerFailure(h.get("kind", "runtime_error"), h.get("error", "collect failed"))
-    t.check_header(h, "timing")
-    if c.recheck_timed:
+        raise WorkerFailure(h.get("kind", "runtime_error"), h.get("error", f"{what} failed"), h.get("trace", ""),
+                            violations=h.get("violations"))
+
+
+class _Paired:
+    """Candidate and baselines timed interleaved: each round the same fresh inputs go to every party, in a
+    rotating (and every other cycle reversed) order, each call preceded by the same LLC flush."""
+
+    def __init__(self, t: _Trials, parties: dict[str, Worker]):
+        self.t, self.c, self.p = t, t.c, t.p
+        self.parties = parties
+        self.names = list(parties)
+        self.wall = {n: [] for n in parties}
+        self.cpu = {n: [] for n in parties}
+        self.outside = {n: 0 for n in parties}  # CPU ns outside timed calls (prep, flush, checks)
+        self.rounds = 0
+        self.pending: list[tuple[int, int, dict, str]] = []  # (round, nonce, inputs, reported out digest)
+        self.checked = 0
+        self.io_bytes = 0
+
+    def round(self) -> None:
+        c, r = self.c, self.rounds
+        inputs = self.p.inputs(C.mix_seed(c.seed + 1000 + r, c.secret))
+        blob = wire.dumps_tensors(inputs)
+        nonce = secrets.randbits(62)
+        in_dig = wire.sample_digest(inputs, nonce)
+        k = r % len(self.names)
+        order = self.names[k:] + self.names[:k]
+        if (r // len(self.names)) % 2:
+            order = order[::-1]
+        for name in order:
+            w = self.parties[name]
+            c0 = w.cpu_ns()
+            _ok(w.request({"cmd": "prep"}, blob, max_blob=0)[0], "prep")
+            c1 = w.cpu_ns()
+            wall, cpu, h = w.timed_call(nonce)
+            self.outside[name] += max(0, c1 - c0)
+            self.wall[name].append(wall)
+            self.cpu[name].append(cpu)
+            if name == "candidate":
+                self.t.check_header(h, f"timed call {r}")
+                self.t.check_decoy(f"timed call {r}")
+                if h.get("in_digest") != in_dig:
+                    self.t.add(Finding("input_mutated", "inputs differ after a timed call (in-place work during timing)", "error", f"timed call {r}"))
+                self.pending.append((r, nonce, inputs, h.get("out_digest")))
+        self.rounds += 1
+        if len(self.pending) >= 10:
+            self.recheck()
+
+    def recheck(self) -> None:
+        """Collect the candidate's timed outputs: layout, in-window digest vs the bytes received, and the
+        reference (every output of the first ``timed_calls`` rounds, every third one after)."""
+        if not self.pending:
+            return
+        t, w = self.t, self.parties["candidate"]
+        h, blob = w.request({"cmd": "collect", "outputs": True})
+        _ok(h, "collect")
+        t.check_header(h, "timing")
         try:
             outs = wire.loads_tensors_untrusted(blob)
         except Exception as e:  # noqa: BLE001
             t.add(Finding("output_type", f"timed output is not plain tensors: {str(e)[:200]}", "error", "timing"))
             outs = []
-        for i, out in enumerate(outs):
-            exp = t.expected(t.p.inputs(C.mix_seed(c.seed + 1000 + i, c.secret)))
-            if not t.judge(exp, out, f"timed call {i}", "timed_output_mismatch"):
+        if not isinstance(outs, list) or len(outs) != len(self.pending):
+            t.add(Finding("protocol_violation", "collect returned a different number of timed outputs", "error", "timing"))
+            outs = []
+        for (r, nonce, inputs, dig), out in zip(self.pending, outs):
+            where = f"timed call {r}"
+            bad = C.layout_problem(out)
+            if bad:
+                t.add(Finding("output_layout", bad, "error", where))
                 break
-    return timing_summary(wall, cpu, c.effective_timer)
+            if wire.sample_digest(out, nonce) != dig:
+                t.add(Finding("lazy_output", "the output changed after the timed call replied (work outside the timed window)", "error", where))
+                break
+            if not self.io_bytes:
+                self.io_bytes = _nbytes(inputs) + _nbytes(out)
+            if self.c.recheck_timed and (r < self.c.timed_calls or r % 3 == 0):
+                if not t.judge(t.expected(inputs), out, where, "timed_output_mismatch"):
+                    break
+                self.checked += 1
+        self.pending = []
+
+    def times(self, name: str, timer: str) -> list[int]:
+        return self.cpu[name] if timer == "cpu" else self.wall[name]
+
+
+def paired_profile(t: _Trials, solution: Solution | None = None) -> tuple[dict, dict, bool]:
+    """Time the candidate against eager (and torch.compile) interleaved in one window; decide each milestone
+    from the paired ratio's confidence interval, adding rounds (up to ``max_timed_calls``) while an interval
+    straddles the threshold. Returns (timings, paired stats, inconclusive)."""
+    c, p = t.c, t.p
+    parties = {"candidate": t.w}
+    started = []
+    try:
+        for kind in ["eager"] + (["compile"] if c.baseline_compile else []):
+            w = start_worker(p, None, [], c, mode="reference" if kind == "eager" else "compile")
+            started.append(w)
+            _load_in_worker(w, p, c)
+            parties[kind] = w
+        warm = wire.dumps_tensors(p.inputs(C.mix_seed(c.seed + 999, c.secret)))
+        for name, w in parties.items():
+            h, _ = w.request({"cmd": "warmup", "n": c.warmup}, warm, max_blob=0)
+            if name == "candidate" and not h.get("ok") and h.get("violations"):
+                t.check_header(h, "warm-up")
+                return {}, {}, False
+            _ok(h, f"{name} warm-up")
+        timer = c.effective_timer
+        if timer == "cpu" and t.w.cpu_ns() < 0:
+            timer = "wall"  # no whole-tree CPU accounting here: wall time, still paired
+        pr = _Paired(t, parties)
+        thr = threshold(c.margin)
+        target = c.timed_calls
+        decisions: dict[str, str] = {}
+        cis: dict[str, tuple] = {}
+        while True:
+            while pr.rounds < target and not errors(t.findings):
+                pr.round()
+            pr.recheck()
+            if errors(t.findings):
+                return {}, {}, False
+            for b in parties:
+                if b != "candidate":
+                    lr = stats.log_ratios(pr.times(b, timer), pr.times("candidate", timer))
+                    cis[b] = stats.median_ci(lr, c.ci_level)
+                    decisions[b] = stats.decide(cis[b], thr)
+            need = decisions.get("eager") == "undecided" or (decisions.get("eager") == "above" and decisions.get("compile") == "undecided")
+            if not need or target >= c.max_timed_calls:
+                break
+            target = min(c.max_timed_calls, target + 30)
+        timings = {n: timing_summary(pr.wall[n], pr.cpu[n], timer) for n in parties}
+        paired = {b: {"speedup": math.exp(cis[b][1]), "ci": [math.exp(cis[b][0]), math.exp(cis[b][2])],
+                      "decision": decisions[b], "threshold": thr} for b in cis}
+        paired["rounds"] = pr.rounds
+        paired["rechecked"] = pr.checked
+        paired["timer"] = timer
+        if timer == "cpu" and pr.rounds:
+            out_c, out_e = pr.outside["candidate"] / pr.rounds, pr.outside["eager"] / pr.rounds
+            paired["outside_cpu_ms_per_round"] = {"candidate": out_c / 1e6, "eager": out_e / 1e6}
+            med = stats.median(pr.cpu["candidate"])
+            if out_c - out_e > max(2e6, 0.5 * med):
+                t.add(Finding("untimed_work", f"the candidate used {out_c / 1e6:.2f} ms CPU per round outside its timed calls "
+                              f"(eager baseline {out_e / 1e6:.2f} ms): work moved out of the timed window", "error", "timing"))
+        if c.floor_bandwidth_factor > 0 and pr.io_bytes and c.backend == "cpu":
+            floor_ms = pr.io_bytes / (c.floor_bandwidth_factor * memory_bandwidth()) * 1e3
+            paired["floor_ms"] = floor_ms
+            if timings["candidate"]["median_ms"] < floor_ms:
+                t.add(Finding("below_physical_floor", f"median {timings['candidate']['median_ms']:.4f} ms is below the memory-bandwidth "
+                              f"floor {floor_ms:.4f} ms for {pr.io_bytes} bytes", "error", "timing"))
+        inconclusive = any(v == "undecided" for v in decisions.values()) and need
+        return timings, paired, inconclusive
+    finally:
+        for w in started:
+            w.close()
 
 
 # ----------------------------------------------------------------------------- the whole protocol
 
 def evaluate(problem, solution, config: EvalConfig | None = None) -> Result:
-    """Evaluate one solution against one problem. Never raises for candidate failures: every failure is
-    a Result with findings and a reason."""
+    """Evaluate one solution against one problem. Never raises for anything the candidate does: every
+    failure is a Result with findings and a reason. Raises ShiftkitError for user/harness conditions
+    (missing files, bad config, backend or sandbox unavailable)."""
     config = config or EvalConfig()
     config.validate()
     t0 = time.perf_counter()
@@ -510,13 +743,21 @@ def evaluate(problem, solution, config: EvalConfig | None = None) -> Result:
 def _finish(res: Result, config: EvalConfig, reason_prefix: str = "") -> Result:
     errs = errors(res.findings)
     res.correct = res.correct and not errs
-    fn = get_reward_fn(config.reward)
-    reward, why = fn(res.correct, res.speedup_eager, res.speedup_compile, **({"margin": config.margin} if config.reward == "milestone" else {}))
+    if config.reward == "milestone" and res.paired:
+        reward, why, res.inconclusive = paired_milestone_reward(
+            res.correct, res.paired.get("eager", {}).get("decision"), res.paired.get("compile", {}).get("decision"),
+            res.speedup_eager, res.speedup_compile, config.margin)
+    else:
+        fn = get_reward_fn(config.reward)
+        reward, why = fn(res.correct, res.speedup_eager, res.speedup_compile, **({"margin": config.margin} if config.reward == "milestone" else {}))
     res.reward = reward
     if res.correct and not config.profile:
         why = "correct (compile + verify only; not profiled)"
     if not res.correct:
         why = res.reason or (f"{errs[0].code}: {errs[0].message}" if errs else "incorrect")
+        res.inconclusive = False
+    if res.sandbox.get("isolated") is False and not any(f.code == "untrusted_result" for f in res.findings):
+        res.findings.append(Finding("untrusted_result", f"ran without the sandbox: {res.sandbox.get('reason', '')}", "review"))
     res.reason = reason_prefix + why
     return res
 
@@ -546,10 +787,9 @@ def _evaluate(p: Problem, s: Solution, config: EvalConfig, res: Result) -> None:
     try:
         w = start_worker(p, s, builds, config)
         res.sandbox = dict(w.sandbox)
-        base_threads = w.threads()
         _load_in_worker(w, p, config)
-        t = _Trials(w, p, config, base_threads)
-        t.check_header({}, "import")
+        t = _Trials(w, p, config, s)
+        t.check_tasks("import")
         res.stage = "correctness"
         res.correct = check_correctness(t)
         res.findings += t.findings
@@ -557,15 +797,16 @@ def _evaluate(p: Problem, s: Solution, config: EvalConfig, res: Result) -> None:
         if res.correct and config.profile:
             res.stage = "profile"
             t.findings = []
-            res.timings["candidate"] = profile(t)
+            res.timings, res.paired, res.inconclusive = paired_profile(t, s)
             res.findings += t.findings
             res.correct = not errors(res.findings)
     except WorkerFailure as e:
         if e.violations:
             ops = ", ".join(f"{k} x{n}" for k, n in sorted(e.violations.items()))
             res.findings.append(Finding("blocked_torch_op", f"torch ops ran inside ModelNew.forward: {ops}", "error", res.stage))
-        res.findings.append(Finding(e.code if e.code in ("worker_crash", "timeout", "out_of_memory", "output_limit", "runtime_error", "load_error", "state_dict_mismatch") else "runtime_error",
-                                    e.message[:1000], "error", res.stage))
+        known = ("worker_crash", "timeout", "out_of_memory", "output_limit", "runtime_error", "load_error",
+                 "state_dict_mismatch", "protocol_violation", "harness_tampering")
+        res.findings.append(Finding(e.code if e.code in known else "runtime_error", e.message[:1000], "error", res.stage))
         res.correct = False
         res.reason = f"{e.code} during {res.stage}: {e.message[:300]}"
         if e.log_tail:
@@ -573,13 +814,10 @@ def _evaluate(p: Problem, s: Solution, config: EvalConfig, res: Result) -> None:
     finally:
         if w is not None:
             w.close()
-    if res.correct and config.profile:
-        res.timings["eager"] = baseline_timing(p, config, "eager")
-        cand = res.timings["candidate"]["median_ms"]
-        res.speedup_eager = stats.speedup(res.timings["eager"]["median_ms"], cand)
-        if config.baseline_compile:
-            res.timings["compile"] = baseline_timing(p, config, "compile")
-            res.speedup_compile = stats.speedup(res.timings["compile"]["median_ms"], cand)
+    if res.correct and config.profile and res.paired:
+        res.speedup_eager = res.paired["eager"]["speedup"]
+        if "compile" in res.paired:
+            res.speedup_compile = res.paired["compile"]["speedup"]
         best = max(x for x in (res.speedup_eager, res.speedup_compile) if x is not None)
         if best > config.implausible_speedup:
             res.findings.append(Finding("implausible_speedup", f"speedup {best:.1f}x exceeds {config.implausible_speedup:g}x: review", "review"))

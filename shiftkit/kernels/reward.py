@@ -53,3 +53,29 @@ def get_reward_fn(name: str) -> Callable[..., tuple[float, str]]:
     if name not in REWARDS:
         raise ValueError(f"unknown reward {name!r}; valid: {', '.join(REWARDS)}")
     return REWARDS[name]
+
+
+def threshold(margin: float = 0.05) -> float:
+    """The speedup at which ``faster`` flips: 1 - 1/s = margin  <=>  s = 1 / (1 - margin)."""
+    return 1.0 / (1.0 - margin)
+
+
+def paired_milestone_reward(correct: bool, eager: str | None, compile_: str | None, speedup_eager: float | None,
+                            speedup_compile: float | None, margin: float = 0.05) -> tuple[float, str, bool]:
+    """Milestones from paired-timing decisions ("above"/"below"/"undecided" the threshold, each from a
+    confidence interval). A milestone is granted only when its interval clears the threshold; when the
+    deciding interval straddles it, the lower milestone is given and the result is inconclusive.
+    Returns (reward, reason, inconclusive)."""
+    if not correct:
+        return -1.0, "incorrect", False
+    se = "n/a" if speedup_eager is None else f"{speedup_eager:.2f}x"
+    sc = "n/a" if speedup_compile is None else f"{speedup_compile:.2f}x"
+    if eager == "above":
+        if compile_ == "above":
+            return 3.0, f"correct, >{margin:.0%} faster than eager ({se}) and torch.compile ({sc}), both CIs clear", False
+        if compile_ == "undecided":
+            return 2.0, f"correct, >{margin:.0%} faster than eager ({se}); vs torch.compile ({sc}) inconclusive", True
+        return 2.0, f"correct, >{margin:.0%} faster than eager ({se}) but not torch.compile ({sc})", False
+    if eager == "undecided":
+        return 1.0, f"correct; >{margin:.0%} faster than eager ({se}) inconclusive", True
+    return 1.0, f"correct, not >{margin:.0%} faster than eager ({se})", False

@@ -20,6 +20,8 @@ from typing import Any
 from shiftkit.kernels.solution import BuildSpec, spec_from_load_c, spec_from_load_inline
 
 _PREBUILT: dict[str, dict] = {}  # spec key (no salt) -> build result dict
+_LOADED: dict[str, Any] = {}  # so path -> loaded module (each artefact is verified and loaded once)
+KERNEL_CALLS = [0]  # calls into built kernels since the worker last reset it (decoy-kernel check)
 _PROTO_RE = re.compile(r'extern\s+"C"\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?([\w\s\*]+?)\s*\b(\w+)\s*\(([^)]*)\)\s*\{', re.S)
 _INT64 = {"int64_t", "long", "long long", "size_t", "ssize_t", "ptrdiff_t", "long int", "unsigned long", "uint64_t", "long long int"}
 _INT32 = {"int", "int32_t", "unsigned", "unsigned int", "uint32_t", "bool"}
@@ -90,6 +92,7 @@ class CLib:
                         conv.append(a)
                 else:
                     conv.append(a)
+            KERNEL_CALLS[0] += 1
             fn(*conv)
 
         call.__name__ = name
@@ -103,22 +106,63 @@ def _protos_for(spec: BuildSpec) -> dict[str, list[str]]:
     return protos
 
 
-def load_built(spec: BuildSpec, so_path: str):
-    """Import a built artefact: a CLib for lean specs, a Python module (pybind) or torch.ops library."""
-    if spec.kind == "c":
-        return CLib(so_path, _protos_for(spec))
-    modname = "sk_" + so_path.rsplit("/sk_", 1)[-1].split(".so")[0]
-    specm = importlib.util.spec_from_file_location(modname, so_path)
-    try:
-        mod = importlib.util.module_from_spec(specm)
-        specm.loader.exec_module(mod)
-        sys.modules[modname] = mod
-        return mod
-    except ImportError:  # TORCH_LIBRARY-only library without a PyInit
-        import torch
+def file_sha256(path: str) -> str:
+    import hashlib
 
-        torch.ops.load_library(so_path)
-        return torch.ops
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class _Counted:
+    """A pybind extension module whose functions count their calls (decoy-kernel check)."""
+
+    def __init__(self, mod):
+        self._mod = mod
+
+    def __getattr__(self, name: str):
+        v = getattr(self._mod, name)
+        if callable(v) and not isinstance(v, type):
+            def call(*a, **k):
+                KERNEL_CALLS[0] += 1
+                return v(*a, **k)
+
+            call.__name__ = name
+            return call
+        return v
+
+
+def load_built(spec: BuildSpec, so_path: str, sha256: str | None = None):
+    """Import a built artefact: a CLib for lean specs, a Python module (pybind) or torch.ops library.
+    ``sha256`` (from the parent's build record) is verified before the file is loaded."""
+    if so_path in _LOADED:
+        return _LOADED[so_path]
+    if sha256 is not None and file_sha256(so_path) != sha256:
+        raise RuntimeError(f"built artefact {so_path} does not match the hash recorded at build time")
+    if spec.kind == "c":
+        mod = CLib(so_path, _protos_for(spec))
+    else:
+        modname = "sk_" + so_path.rsplit("/sk_", 1)[-1].split(".so")[0]
+        specm = importlib.util.spec_from_file_location(modname, so_path)
+        try:
+            m = importlib.util.module_from_spec(specm)
+            specm.loader.exec_module(m)
+            sys.modules[modname] = m
+            mod = _Counted(m)
+        except ImportError:  # TORCH_LIBRARY-only library without a PyInit
+            import torch
+
+            torch.ops.load_library(so_path)
+            mod = torch.ops
+    _LOADED[so_path] = mod
+    return mod
+
+
+def preload(spec: BuildSpec, so_path: str, sha256: str | None = None) -> None:
+    """Worker side: verify and load an artefact before the candidate's Python runs."""
+    load_built(spec, so_path, sha256)
 
 
 def install_prebuilt(entries: list[dict]) -> None:
@@ -135,7 +179,7 @@ def _lookup(spec: BuildSpec):
     if e is None:
         raise RuntimeError(f"kernel sources for {spec.name!r} differ from those extracted before the run "
                            "(sources must be static literals)")
-    return load_built(spec, e["so_path"])
+    return load_built(spec, e["so_path"], e.get("so_sha256"))
 
 
 def _load_inline_prebuilt(name, cpp_sources, cuda_sources=None, sycl_sources=None, functions=None, extra_cflags=None,

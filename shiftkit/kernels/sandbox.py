@@ -1,9 +1,13 @@
-"""The trusted parent's handle on a worker process.
+"""The trusted parent's handle on a jailed worker process tree.
 
-Workers are forked from a forkserver that has torch and the worker module preloaded (a fresh worker
-costs ~0.1 s instead of a torch import). Every wait has a deadline; a dead worker's exit signal is
-mapped to a structured failure (crash, output limit, CPU limit) and a hang is killed. Timing of a
-call is done here, in the parent: ``t0 = perf_counter_ns(); send('R'); recv('D'); t1``.
+Workers are forked from a forkserver that has torch and the worker module preloaded (a fresh worker costs
+~0.1-0.5 s instead of a torch import); the forkserver is started with a scrubbed environment, so no
+secret reaches it or its children. Each worker joins its own cgroup and jails itself (``jail.enter``:
+user, mount, network, PID, IPC and UTS namespaces, read-only file system, no capabilities) before any
+candidate code runs. The parent owns the clock and the CPU accounting: time is ``perf_counter_ns``
+around a framed request/response with a per-call nonce, CPU time is the cgroup's whole-tree counter.
+Every read has a deadline and a length cap (``wire.Channel``); a dead worker's exit status is mapped to
+a structured failure; close() kills the whole tree.
 """
 
 from __future__ import annotations
@@ -11,22 +15,44 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-from shiftkit.kernels import wire
+from shiftkit.kernels import jail, wire
 
 _CTX = None
+SECRET_ENV = "SHIFTKIT_KERNEL_SECRET_SEED"
+
+
+def _secretish(name: str) -> bool:
+    n = name.upper()
+    return name == SECRET_ENV or any(s in n for s in ("SECRET", "TOKEN", "PASSWORD", "API_KEY", "CREDENTIAL"))
+
+
+@contextlib.contextmanager
+def _scrubbed_environ():
+    saved = {k: v for k, v in os.environ.items() if _secretish(k)}
+    for k in saved:
+        del os.environ[k]
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
 
 
 def _ctx():
     global _CTX
     if _CTX is None:
-        _CTX = mp.get_context("forkserver")
-        _CTX.set_forkserver_preload(["shiftkit.kernels.worker"])
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["shiftkit.kernels.worker"])
+        from multiprocessing import forkserver
+
+        with _scrubbed_environ(), _main_hidden():
+            forkserver.ensure_running()
+        _CTX = ctx
     return _CTX
 
 
@@ -57,29 +83,44 @@ class WorkerFailure(Exception):
         self.violations = violations or {}
 
 
+class IsolationUnavailable(Exception):
+    """The sandbox could not be set up (namespaces refused): a harness-side condition, not a finding."""
+
+
 _SIG_CODES = {signal.SIGXFSZ: "output_limit", signal.SIGXCPU: "timeout", signal.SIGKILL: "worker_crash"}
 
 
 class Worker:
-    def __init__(self, setup: dict, deadline_s: float):
+    def __init__(self, setup: dict, deadline_s: float, max_frame_bytes: int = 1 << 30, pids_max: int = 64,
+                 mem_bytes: int = 0):
         self.deadline = time.monotonic() + deadline_s
         self.tmp = tempfile.mkdtemp(prefix="sk_worker_")
-        setup = dict(setup, log_path=os.path.join(self.tmp, "worker.log"))
-        self.log_path = setup["log_path"]
+        self.log_path = os.path.join(self.tmp, "worker.log")
+        self.group = jail.make_group("skw", pids_max=pids_max, mem_bytes=mem_bytes) if setup.get("isolate", True) else None
+        setup = dict(setup, log_path=self.log_path,
+                     cgroup_procs=[os.path.join(d, "cgroup.procs") for d in self.group.dirs.values()] if self.group else [])
+        self.killed_for_timeout = False
         self.conn, child = _ctx().Pipe(duplex=True)
         self.proc = _ctx().Process(target=_entry, args=(child, setup), daemon=True)
         with _main_hidden():
             self.proc.start()
         child.close()
-        self.killed_for_timeout = False
-        hello, _ = self.recv()
-        self.sandbox = {k: hello.get(k) for k in ("network_isolated", "reason")}
+        self.ch = wire.Channel(self.conn.fileno(), max_frame_bytes)
+        try:
+            hello, _ = self.recv()
+        except WorkerFailure:
+            self.close()
+            raise
+        if hello.get("isolation_error"):
+            msg = hello["isolation_error"]
+            self.close()
+            raise IsolationUnavailable(msg)
+        self.sandbox = dict(hello.get("isolation") or {})
+        self.sandbox["cpu_accounting"] = "cgroup" if self.group else "none"
         self.sandbox["network_namespace_verified"] = self._netns_differs()
+        self.base_tasks = self.tasks()
 
     # -- plumbing
-    def _remaining(self) -> float:
-        return self.deadline - time.monotonic()
-
     def log_tail(self, n: int = 2000) -> str:
         try:
             with open(self.log_path, "rb") as f:
@@ -92,113 +133,118 @@ class Worker:
 
     def _fail(self) -> WorkerFailure:
         self.proc.join(timeout=2)
+        if self.proc.exitcode is None:
+            self.kill()
         code = self.proc.exitcode
         tail = self.log_tail()
         if self.killed_for_timeout:
             return WorkerFailure("timeout", "evaluation exceeded its wall-time limit", tail)
-        if code is not None and code < 0:
-            sig = signal.Signals(-code)
+        sig = -code if code is not None and code < 0 else (code - 128 if code is not None and code > 128 else None)
+        if sig:
+            try:
+                name = signal.Signals(sig).name
+            except ValueError:
+                name = f"signal {sig}"
             c = _SIG_CODES.get(sig, "worker_crash")
-            if c == "worker_crash" and ("bad_alloc" in tail or "Cannot allocate memory" in tail):
+            if c == "worker_crash" and ("bad_alloc" in tail or "Cannot allocate memory" in tail
+                                        or (self.group is not None and self.group.mem_failcnt() > 0)):
                 c = "out_of_memory"
-            return WorkerFailure(c, f"worker died with {sig.name}", tail)
+            return WorkerFailure(c, f"worker died with {name}", tail)
         return WorkerFailure("worker_crash", f"worker exited with status {code}", tail)
 
-    def _wait(self) -> None:
-        rem = self._remaining()
-        if rem <= 0 or not self.conn.poll(rem):
+    def _violation(self, msg: str) -> WorkerFailure:
+        self.kill()
+        return WorkerFailure("protocol_violation", msg, self.log_tail())
+
+    def recv(self, max_blob: int | None = None) -> tuple[dict, bytes]:
+        try:
+            return self.ch.recv(self.deadline, max_blob)
+        except wire.ChannelTimeout:
             self.killed_for_timeout = True
             self.kill()
-            raise self._fail()
-
-    def recv_raw(self) -> bytes:
-        self._wait()
-        try:
-            return self.conn.recv_bytes()
-        except (EOFError, OSError):
             raise self._fail() from None
-
-    def recv(self) -> tuple[dict, bytes]:
-        return wire.unpack(self.recv_raw())
+        except wire.ChannelClosed:
+            raise self._fail() from None
+        except wire.ProtocolError as e:
+            raise self._violation(f"malformed reply from the worker: {e}") from None
 
     def send(self, header: dict, blob: bytes = b"") -> None:
         try:
-            self.conn.send_bytes(wire.pack(header, blob))
-        except (BrokenPipeError, OSError):
+            self.ch.send(header, blob, self.deadline)
+        except wire.ChannelTimeout:
+            self.killed_for_timeout = True
+            self.kill()
+            raise self._fail() from None
+        except wire.ChannelClosed:
             raise self._fail() from None
 
-    def request(self, header: dict, blob: bytes = b"") -> tuple[dict, bytes]:
+    def request(self, header: dict, blob: bytes = b"", max_blob: int | None = None) -> tuple[dict, bytes]:
+        if self.ch.pending():
+            raise self._violation("the worker sent a frame nobody asked for (forged reply?)")
         self.send(header, blob)
-        return self.recv()
+        h, b = self.recv(max_blob)
+        if h.get("reply_to") != header.get("cmd"):
+            raise self._violation(f"reply {h.get('reply_to')!r} does not answer {header.get('cmd')!r}")
+        return h, b
 
     def cpu_ns(self) -> int:
-        """On-CPU time of all the worker's threads (kernel scheduler accounting, /proc/<pid>/task/*/schedstat)."""
-        total = 0
-        base = f"/proc/{self.proc.pid}/task"
-        try:
-            for tid in os.listdir(base):
-                try:
-                    with open(f"{base}/{tid}/schedstat") as f:
-                        total += int(f.read().split()[0])
-                except (OSError, ValueError, IndexError):
-                    continue
-        except OSError:
+        """On-CPU time of the worker's whole process tree (cgroup: exited threads and children included)."""
+        if self.group is None:
             return -1
-        return total
+        try:
+            return self.group.cpu_ns()
+        except (OSError, ValueError):
+            return -1
 
-    def timed_call(self) -> tuple[int, int]:
-        """One timed forward: (wall ns, worker on-CPU ns), both measured here in the parent. Wall time is
-        ``perf_counter_ns`` around a 1-byte round trip; CPU time is the worker's scheduler accounting,
-        read before and after (robust to other processes competing for the cores)."""
+    def tasks(self) -> int:
+        """Tasks (threads of all processes) in the worker's tree, the jail's helper processes included."""
+        return self.group.tasks() if self.group is not None else -1
+
+    def timed_call(self, nonce: int) -> tuple[int, int, dict]:
+        """One timed forward: (wall ns, whole-tree on-CPU ns, reply header), all measured here. The reply
+        must carry the request's nonce; a frame waiting before the request is a forgery."""
+        if self.ch.pending():
+            raise self._violation("the worker sent a frame before the timed request (forged completion?)")
         c0 = self.cpu_ns()
-        try:
-            t0 = time.perf_counter_ns()
-            self.conn.send_bytes(b"R")
-            if not self.conn.poll(max(0.0, self._remaining())):
-                self.killed_for_timeout = True
-                self.kill()
-                raise self._fail()
-            msg = self.conn.recv_bytes()
-            t1 = time.perf_counter_ns()
-        except (EOFError, OSError, BrokenPipeError):
-            raise self._fail() from None
-        if msg != b"D":  # the forward raised: the worker sent a structured error instead
-            header, _ = wire.unpack(msg)
-            raise WorkerFailure(header.get("kind", "runtime_error"), header.get("error", "forward failed"),
-                                violations=header.get("violations"))
+        t0 = time.perf_counter_ns()
+        self.send({"cmd": "run", "nonce": nonce})
+        h, _ = self.recv(max_blob=0)
+        t1 = time.perf_counter_ns()
         c1 = self.cpu_ns()
-        return t1 - t0, (c1 - c0) if c0 >= 0 and c1 >= 0 else -1
-
-    def threads(self) -> int:
-        try:
-            return len(os.listdir(f"/proc/{self.proc.pid}/task"))
-        except OSError:
-            return -1
+        if h.get("reply_to") != "run" or h.get("nonce") != nonce:
+            raise self._violation("timed reply does not carry the request's nonce (forged completion?)")
+        if not h.get("ok"):
+            raise WorkerFailure(h.get("kind", "runtime_error"), h.get("error", "forward failed"),
+                                violations=h.get("violations"))
+        return t1 - t0, (c1 - c0) if c0 >= 0 and c1 >= 0 else -1, h
 
     def _netns_differs(self) -> bool:
+        pids = self.group.pids() if self.group is not None else []
         try:
-            return os.readlink(f"/proc/{self.proc.pid}/ns/net") != os.readlink("/proc/self/ns/net")
+            mine = os.readlink("/proc/self/ns/net")
+            return bool(pids) and all(os.readlink(f"/proc/{p}/ns/net") != mine for p in pids[-1:])
         except OSError:
             return False
 
     def kill(self) -> None:
+        if self.group is not None:
+            self.group.kill()
         if self.proc.is_alive():
             self.proc.kill()
         self.proc.join(timeout=5)
 
     def close(self) -> None:
         try:
-            if self.proc.is_alive():
-                self.conn.send_bytes(wire.pack({"cmd": "exit"}))
-                if self.conn.poll(2):
-                    self.conn.recv_bytes()
-        except (OSError, EOFError, BrokenPipeError):
+            if self.proc.is_alive() and not self.ch.pending():
+                self.ch.send({"cmd": "exit"}, b"", time.monotonic() + 1)
+                self.ch.recv(time.monotonic() + 2, 0)
+        except (wire.ChannelTimeout, wire.ChannelClosed, wire.ProtocolError, OSError):
             pass
         self.kill()
+        if self.group is not None:
+            self.group.close()
         self.conn.close()
-        for f in Path(self.tmp).glob("*"):
-            f.unlink(missing_ok=True)
-        os.rmdir(self.tmp)
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def _entry(conn, setup):

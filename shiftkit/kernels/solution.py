@@ -21,6 +21,7 @@ library.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
@@ -56,10 +57,13 @@ class Solution:
     specs: list[BuildSpec]
     findings: list[Finding]  # extraction problems (dynamic sources)
     backend: str = "cpu"
+    python_files: dict[str, str] = field(default_factory=dict)  # every .py of a workspace (all are scanned)
 
     @property
     def hash(self) -> str:
         h = hashlib.sha256(self.python_source.encode())
+        for k in sorted(self.python_files):
+            h.update(k.encode() + self.python_files[k].encode())
         for s in self.specs:
             h.update(s.key().encode())
         return h.hexdigest()[:16]
@@ -196,7 +200,13 @@ def load_solution(path: str | Path, backend: str = "cpu") -> Solution:
             specs.append(BuildSpec(name="kernel_ext", kind=kind, backend=be, sources=sources))
         src = mn.read_text()
         more, findings = extract_specs(src, backend)
-        return Solution(p.resolve(), src, "model_new.py", "workspace", specs + more, findings, backend)
+        pys = {str(f.relative_to(p)): f.read_text(errors="replace") for f in sorted(p.rglob("*.py"))
+               if f.is_file() and "build" not in f.relative_to(p).parts and f != mn}
+        for rel, text in pys.items():  # load_inline/load_c in helper modules are built like model_new's
+            s2, f2 = extract_specs(text, backend)
+            more += s2
+            findings += [dataclasses.replace(x, where=f"{rel} {x.where or ''}".strip()) for x in f2]
+        return Solution(p.resolve(), src, "model_new.py", "workspace", specs + more, findings, backend, pys)
     if not p.is_file():
         raise ShiftkitError(f"solution not found: {p} (pass a .py file or a workspace directory)")
     src = p.read_text()

@@ -212,6 +212,37 @@ def check_foreign_compute(src: str) -> list[Finding]:
     return out
 
 
+# torch entry points that substitute a library/compiler for the kernel, or reach under the op blocker
+SUBSTITUTION_ATTRS = {"compile", "_dynamo", "_inductor", "jit", "_scaled_mm", "_C", "_ops", "library", "export",
+                      "fx", "_python_dispatch", "_disable_current_modes", "_pop_mode", "_push_mode", "overrides",
+                      "_higher_order_ops", "_prims", "_refs", "_decomp", "func", "vmap", "backends", "mkldnn", "_nnpack",
+                      "addaudithook", "settrace", "setprofile", "register_forward_hook", "register_forward_pre_hook",
+                      "register_module_forward_hook", "register_module_forward_pre_hook", "_subclasses", "_functorch"}
+
+
+def check_library_substitution(src: str) -> list[Finding]:
+    """torch.compile / TorchScript / torch.library / private torch internals (``torch._scaled_mm``, dispatch
+    modes, ``_disable_current_modes``), audit/trace hooks: a library or compiler in the kernel's place, or a way
+    around the op blocker."""
+    tree = _parse(src)
+    if tree is None:
+        return []
+    out = []
+    for name, node in _imports(tree):
+        parts = name.lstrip(".").split(".")
+        if parts[0] == "torch" and any(p in SUBSTITUTION_ATTRS for p in parts[1:]):
+            out.append(_f("library_substitution", f"imports {name!r}", node))
+        if parts[0] in ("triton", "tvm", "onnxruntime", "openvino", "tensorrt", "torch_tensorrt", "functorch"):
+            out.append(_f("library_substitution", f"imports {name!r}", node))
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and n.attr in SUBSTITUTION_ATTRS:
+            root = _root_name(n)
+            if root in ("torch", "sys", "nn", "F", "self") or (root and n.attr.startswith("_")):
+                if not (n.attr == "func" and root != "torch"):
+                    out.append(_f("library_substitution", f"uses {_dotted(n) or n.attr}", n))
+    return out
+
+
 def check_precision_python(src: str, allow_reduced_precision: bool = False) -> list[Finding]:
     if allow_reduced_precision:
         return []
@@ -263,13 +294,40 @@ C_ALLOWED_TORCH = ("empty", "empty_like", "empty_strided", "zeros", "zeros_like"
                    "checkDim", "checkSize", "Half", "BFloat16", "Library", "dtype", "device")
 
 
-def check_cpp(src: str, allow_reduced_precision: bool = False) -> list[Finding]:
+# process/thread creation and raw syscalls (a child or a raw clone escapes per-thread accounting)
+C_PROCESS = (r"\b(?:std::thread|std::async|std::jthread)\b|(?<![.>:\w])(pthread_create|thrd_create|fork|vfork|clone|clone3|__clone|"
+             r"posix_spawnp?|popen|system|exec[lv]p?e?|syscall|__syscall|kill|tgkill|tkill|raise|sigaction|signal|"
+             r"sigqueue|ptrace|prctl|setrlimit|prlimit|setpgid|setsid|unshare|setns|cudaStreamCreate\w*)\s*\(|"
+             r"\bat::cuda::getStreamFromPool\b|\b__asm__\b|\basm\s*(volatile\s*)?\(|\bstd::filesystem\b")
+# files, sockets, dynamic loading, environment, memory protection, fd writes
+C_FILE = (r"(?<![.>:\w])(fopen|freopen|fdopen|open|open64|openat|openat2|creat|opendir|fdopendir|scandir|readdir|rename|renameat2?|"
+          r"unlink|unlinkat|remove|rmdir|mkdir|mkdirat|link|symlink|chmod|chown|truncate|ftruncate|mmap|mmap64|mremap|"
+          r"mprotect|madvise|munmap|shm_open|memfd_create|userfaultfd|socket|socketpair|connect|bind|accept|sendto|"
+          r"sendmsg|recvmsg|send|recv|write|pwrite|writev|read|pread|readv|dup|dup2|dup3|ioctl|fcntl|pipe|pipe2|"
+          r"dlopen|dlsym|dlvsym|dladdr|dlinfo|getenv|secure_getenv|setenv|putenv|unsetenv|getauxval|"
+          r"std::ifstream|std::ofstream|std::fstream)\s*\(|\b(std::ifstream|std::ofstream|std::fstream|environ|__environ)\b|"
+          r"\bstd::filesystem::|/proc/|/dev/|\.incbin\b")
+C_INCLUDE = r"#\s*include\s*[<\"](?:/|[^>\"]*\.\.)[^>\"]*[>\"]|#\s*include\s*[<\"](?:dlfcn|spawn|filesystem|fstream|sys/syscall|sys/ptrace|sys/socket|linux/\w+)(?:\.h)?[>\"]"
+# vendor libraries: calling BLAS/LAPACK/MKL/oneDNN/cuBLAS/cuDNN from kernel source is a fallback
+C_VENDOR = (r"\b(?:[sdcz](?:gemm|gemv|axpy|dot|trsm|syrk|gesv|getrf|potrf)_|cblas_\w+|mkl_\w+|MKL_\w+|dnnl_\w+|"
+            r"dnnl::\w+|mkldnn_\w+|openblas_\w+|LAPACKE_\w+|cublas\w*|cudnn\w*|cutlass::\w+|cub::\w+|thrust::\w+)\b|"
+            r"#\s*include\s*[<\"](?:mkl|cblas|lapacke|dnnl|oneapi|openblas|cublas|cudnn|cutlass|cub/|thrust/)[^>\"]*[>\"]")
+# precision: types/intrinsics (``half`` only as a CUDA type in a declaration, so a variable named half is fine)
+C_LOWP = (r"(\b__half2?\b|__float2half\w*|__half2float|__nv_bfloat16\w*|\b_Float16\b|\b__fp16\b|\b__bf16\b|"
+          r"\bat::kHalf\b|\bat::kBFloat16\b|\bc10::Half\b|\bc10::BFloat16\b|\bat::Half\b|\bat::BFloat16\b|__fmul_rn|__expf|"
+          r"__logf|__fdividef|-ffast-math|--use_fast_math|allow_tf32|wmma::|__nv_fp8\w*|#\s*include\s*[<\"]cuda_(?:fp16|bf16|fp8)\.h|"
+          r"_mm\d*_cvt\w*ph\w*|_mm\d*_\w*_ph\b|_mm\d*_\w*bf16\w*|"
+          r"#\s*pragma\s+GCC\s+optimize|__attribute__\s*\(\(\s*optimize|#\s*pragma\s+float_control|#\s*pragma\s+STDC\s+FP_CONTRACT)")
+CUDA_HALF_DECL = r"(?:^|[;{}(,<]|\bconst\b|\bstatic\b|__shared__|__device__)\s*half2?\s*[*&]*\s*(?=[A-Za-z_]\w*\s*[=;,)\[(])"
+
+
+def check_cpp(src: str, allow_reduced_precision: bool = False, cuda: bool = False) -> list[Finding]:
     out = []
-    out += _c_findings(src, "threads_or_processes", r"\b(std::thread|std::async|std::jthread|pthread_create|fork\s*\(|popen\s*\(|system\s*\(|cudaStreamCreate\w*|at::cuda::getStreamFromPool)",
-                       "threads/processes/streams in kernel source")
-    out += _c_findings(src, "file_or_network_access", r"\b(fopen|std::ifstream|std::ofstream|std::fstream|open\s*\(|socket\s*\(|connect\s*\(|dlopen|dlsym|getenv)\b",
-                       "file/network/dynamic-loading access in kernel source")
-    out += _c_findings(src, "introspection", r"\b(PyEval_GetFrame|PyImport_ImportModule|PyRun_\w+|py::module_::import|py::module::import|py::eval|py::exec)\b",
+    out += _c_findings(src, "threads_or_processes", C_PROCESS, "threads/processes/signals/raw syscalls in kernel source")
+    out += _c_findings(src, "file_or_network_access", C_FILE, "file/fd/network/dynamic-loading/environment access in kernel source")
+    out += _c_findings(src, "file_or_network_access", C_INCLUDE, "include of a host path or an OS interface header")
+    out += _c_findings(src, "vendor_library", C_VENDOR, "vendor library (BLAS/LAPACK/MKL/oneDNN/cuBLAS) called from kernel source")
+    out += _c_findings(src, "introspection", r"\b(PyEval_GetFrame|PyImport_ImportModule|PyRun_\w+|py::module_::import|py::module::import|py::eval|py::exec|Py_\w+|PyObject_\w+|PySys_\w+)\b",
                        "Python introspection/imports from kernel source")
     allowed = "|".join(C_ALLOWED_TORCH)
     out += _c_findings(src, "torch_op_in_kernel", rf"\b(?:torch|at)::(?!(?:{allowed})\b)(?!native::)(?!cuda::)[a-z_][a-z0-9_]*\s*\(",
@@ -277,9 +335,31 @@ def check_cpp(src: str, allow_reduced_precision: bool = False) -> list[Finding]:
     out += _c_findings(src, "torch_op_in_kernel", r"\.\s*(matmul|mm|bmm|addmm|softmax|relu|sum|mean|conv\w*|exp|tanh|sigmoid|gelu|layer_norm|max|min|pow|sqrt)\s*\(",
                        "Tensor method compute call in kernel source", "warning")
     if not allow_reduced_precision:
-        out += _c_findings(src, "precision_lowering", r"(\b__half\b|\bhalf2?\b|__float2half\w*|__half2float|__nv_bfloat16\w*|\b_Float16\b|\b__bf16\b|\bat::kHalf\b|\bat::kBFloat16\b|\bc10::Half\b|\bc10::BFloat16\b|__fmul_rn|__expf|__logf|__fdividef|-ffast-math|--use_fast_math|allow_tf32|wmma::|__nv_fp8\w*)",
-                           "reduced-precision type/intrinsic")
+        out += _c_findings(src, "precision_lowering", C_LOWP, "reduced-precision type/intrinsic")
+        if cuda:
+            out += _c_findings(src, "precision_lowering", CUDA_HALF_DECL, "CUDA half type")
     return out
+
+
+# Candidate build flags: an allowlist, each flag matched whole (no shell metacharacters can pass)
+_CFLAG_OK = re.compile(r"-O[0-3s]?|-Ofast|-ffast-math|-funsafe-math-optimizations|-march=native|-mtune=native|-m(?:avx|avx2|avx512(?:f|cd|bw|dq|vl|vnni)|fma|f16c|sse[234]?(?:\.[12])?|ssse3|bmi2?|popcnt|lzcnt)"
+                       r"|-fopenmp|-funroll-loops|-fno-unroll-loops|-ftree-vectorize|-fno-tree-vectorize|-fstrict-aliasing|-fomit-frame-pointer"
+                       r"|-fno-exceptions|-fno-rtti|-fPIC|-std=(?:c|gnu)\+\+(?:11|14|17|20)|-std=(?:c|gnu)(?:99|11|17)"
+                       r"|-D[A-Za-z_]\w{0,63}(?:=[A-Za-z0-9_.]{0,64})?|-U[A-Za-z_]\w{0,63}|-W(?:all|extra|error|no-[a-z][a-z0-9-]{0,40})|-w|-g|-g[0-3]")
+_CUDAFLAG_OK = re.compile(r"-O[0-3]|-arch=sm_\d{2,3}a?|-gencode=arch=compute_\d{2,3}a?,code=sm_\d{2,3}a?|--expt-relaxed-constexpr"
+                          r"|--expt-extended-lambda|-lineinfo|-std=c\+\+(?:14|17|20)|-D[A-Za-z_]\w{0,63}(?:=[A-Za-z0-9_.]{0,64})?"
+                          r"|--use_fast_math|-Xptxas=-v|--ptxas-options=-v")
+_LDFLAG_OK = re.compile(r"-fopenmp|-lm|-lgomp|-O[0-3]")
+FAST_MATH_FLAGS = ("-ffast-math", "--use_fast_math", "-Ofast", "-funsafe-math-optimizations")
+
+
+def disallowed_flags(cflags: list[str], cuda_cflags: list[str] = (), ldflags: list[str] = ()) -> list[str]:
+    """Pure: candidate flags not on the allowlist (anything naming files, linker/assembler pass-through,
+    plugins, specs, response files, include paths; all must match whole)."""
+    bad = [f for f in cflags if not isinstance(f, str) or not _CFLAG_OK.fullmatch(f)]
+    bad += [f for f in cuda_cflags if not isinstance(f, str) or not _CUDAFLAG_OK.fullmatch(f)]
+    bad += [f for f in ldflags if not isinstance(f, str) or not _LDFLAG_OK.fullmatch(f)]
+    return [str(b) for b in bad]
 
 
 PY_CHECKS: dict[str, Callable[[str], list[Finding]]] = {
@@ -292,6 +372,7 @@ PY_CHECKS: dict[str, Callable[[str], list[Finding]]] = {
     "introspection": check_introspection,
     "file_network": check_file_network,
     "foreign_compute": check_foreign_compute,
+    "library_substitution": check_library_substitution,
     "torch_compute_python": check_torch_compute_python,
 }
 
@@ -308,8 +389,11 @@ def check_python(src: str, allow_reduced_precision: bool = False, skip: tuple[st
     return out
 
 
-def check_flags(flags: list[str], allow_reduced_precision: bool = False) -> list[Finding]:
-    bad = [f for f in flags if f in ("-ffast-math", "--use_fast_math", "-Ofast", "-funsafe-math-optimizations")]
-    if allow_reduced_precision or not bad:
-        return []
-    return [Finding("precision_lowering", f"compiler flag {b}", "error", "flags") for b in bad]
+def check_flags(flags: list[str], allow_reduced_precision: bool = False, cuda_flags: list[str] = (),
+                ldflags: list[str] = ()) -> list[Finding]:
+    out = [Finding("build_flag", f"build flag {b!r} is not on the allowlist", "error", "flags")
+           for b in disallowed_flags(flags, cuda_flags, ldflags)]
+    if not allow_reduced_precision:
+        out += [Finding("precision_lowering", f"compiler flag {b}", "error", "flags")
+                for b in list(flags) + list(cuda_flags) if b in FAST_MATH_FLAGS]
+    return out

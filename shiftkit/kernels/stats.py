@@ -45,3 +45,41 @@ def speedup(baseline_ms: float | None, candidate_ms: float | None) -> float | No
     if baseline_ms is None or candidate_ms is None or candidate_ms <= 0:
         return None
     return baseline_ms / candidate_ms
+
+
+def _binom_cdf(k: int, n: int) -> float:
+    """P(X <= k) for X ~ Binomial(n, 1/2)."""
+    return sum(math.comb(n, i) for i in range(0, k + 1)) / 2**n
+
+
+def median_ci(xs: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Distribution-free confidence interval for the median from order statistics: (lo, median, hi).
+    The interval [x_(k), x_(n-k+1)] covers the median with probability 1 - 2 P(X < k), X ~ Bin(n, 1/2);
+    k is the largest rank that keeps the coverage >= ``level``; with fewer than 6 values it is the whole
+    range."""
+    if not xs:
+        raise ValueError("median_ci of an empty list")
+    s = sorted(xs)
+    n = len(s)
+    alpha = 1.0 - level
+    k = 1  # 1-based rank of the lower bound; coverage of [x_(k), x_(n-k+1)] is 1 - 2 P(X <= k-1)
+    while k + 1 <= n // 2 and 2 * _binom_cdf(k, n) <= alpha:
+        k += 1
+    lo_idx = k - 1
+    return s[lo_idx], median(s), s[n - 1 - lo_idx]
+
+
+def log_ratios(base_ns: Sequence[float], cand_ns: Sequence[float]) -> list[float]:
+    """Paired per-round log(baseline / candidate); rounds with a non-positive time are dropped."""
+    return [math.log(b / c) for b, c in zip(base_ns, cand_ns) if b > 0 and c > 0]
+
+
+def decide(ci: tuple[float, float, float], threshold: float) -> str:
+    """Is the speedup (CI in log space) above or below ``threshold`` (a speedup), or undecided?"""
+    lo, _, hi = ci
+    t = math.log(threshold)
+    if lo > t:
+        return "above"
+    if hi < t:
+        return "below"
+    return "undecided"
