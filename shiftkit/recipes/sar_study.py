@@ -80,6 +80,7 @@ MERGES = [("sar", {}), ("task_arithmetic", {}), ("ties", {"density": None}), ("d
 def merging(out: Path, base: str, experts: dict[str, str], merge_rank: str, density: float, tasks, n,
             threads, seed: int, progress) -> dict:
     """Merge the experts (``{"add": path, "mul": path}``) with each method; greedy accuracy per domain."""
+    from shiftkit.sar.merge import method_params
     from shiftkit.sar.pipeline import MergeConfig, merge
 
     rows = {}
@@ -89,8 +90,10 @@ def merging(out: Path, base: str, experts: dict[str, str], merge_rank: str, dens
         d = out / f"merged-{method}"
         if not (d / "sar_merge.json").exists():
             kw = {"density": density} if "density" in extra else {}
-            merge(base, list(experts.values()), d, MergeConfig(method=method, delta_rank=merge_rank, seed=seed,
-                                                                threads=threads, device="cpu", **kw))
+            takes = method_params(method)
+            kw.update({"delta_rank": merge_rank} if "edit" in takes else {})
+            kw.update({"seed": seed} if "seed" in takes or "edit" in takes else {})
+            merge(base, list(experts.values()), d, MergeConfig(method=method, threads=threads, device="cpu", **kw))
         rows[method] = _eval(str(d), tasks, n, 0, out / f"eval_{method}.json", progress)
     return rows
 

@@ -2,7 +2,9 @@
 
 Every method maps ``(base_mn, deltas, weights, **params)`` to the merged delta (fp32), where
 ``deltas[i] = W_expert_i - W_base``; the caller adds it to the base and casts. Add a method by
-writing one function with ``@register("name")``. ``get_method`` raises on unknown names.
+writing one function with ``@register("name")``: its keyword parameters are its schema
+(:func:`method_params`), and a merge config that sets a parameter the method does not take is an error
+(``MergeConfig.validate``). ``get_method`` raises on unknown names.
 
 The task-arithmetic family transcribes mergekit 0.1.5 (``merge_methods/generalized_task_arithmetic.py``
 and ``sparsify.py``; tests/sar/test_merge.py checks agreement when mergekit is importable):
@@ -18,6 +20,7 @@ and ``sparsify.py``; tests/sar/test_merge.py checks agreement when mergekit is i
 
 from __future__ import annotations
 
+import inspect
 from typing import Callable
 
 import torch
@@ -45,6 +48,17 @@ def get_method(name: str) -> MergeFn:
     if name not in _METHODS:
         raise ShiftkitError(f"unknown merge method '{name}'; valid methods: {', '.join(method_names())}")
     return _METHODS[name]
+
+
+def method_params(name: str) -> dict[str, inspect.Parameter]:
+    """The parameters a method takes besides ``(base_mn, deltas, weights)``: its schema."""
+    return dict(list(inspect.signature(get_method(name)).parameters.items())[3:])
+
+
+def params_for(name: str, params: dict) -> dict:
+    """The entries of ``params`` that method ``name`` takes."""
+    takes = method_params(name)
+    return {k: v for k, v in params.items() if k in takes}
 
 
 # ------------------------------------------------------------------------------ building blocks
@@ -172,33 +186,32 @@ def _dare(deltas, density, rescale, seed):
 # ------------------------------------------------------------------------------ methods
 
 @register("task_arithmetic")
-def task_arithmetic(base_mn, deltas, weights, lambda_: float = 1.0, normalize: bool = False, **_) -> torch.Tensor:
+def task_arithmetic(base_mn, deltas, weights, lambda_: float = 1.0, normalize: bool = False) -> torch.Tensor:
     return _combine(deltas, weights, consensus=False, normalize=normalize, lambda_=lambda_)
 
 
 @register("ties")
-def ties(base_mn, deltas, weights, density: float = 1.0, lambda_: float = 1.0, normalize: bool = True,
-         **_) -> torch.Tensor:
+def ties(base_mn, deltas, weights, density: float = 1.0, lambda_: float = 1.0, normalize: bool = True) -> torch.Tensor:
     trimmed = [d.float() * magnitude_mask(d.float(), density) for d in deltas]
     return _combine(trimmed, weights, consensus=True, normalize=normalize, lambda_=lambda_)
 
 
 @register("dare_ties")
 def dare_ties(base_mn, deltas, weights, density: float = 1.0, lambda_: float = 1.0, normalize: bool = False,
-              rescale: str = "l1", seed: int = 0, **_) -> torch.Tensor:
+              rescale: str = "l1", seed: int = 0) -> torch.Tensor:
     return _combine(_dare(deltas, density, rescale, seed), weights, consensus=True, normalize=normalize,
                     lambda_=lambda_)
 
 
 @register("dare_linear")
 def dare_linear(base_mn, deltas, weights, density: float = 1.0, lambda_: float = 1.0, normalize: bool = False,
-                rescale: str = "l1", seed: int = 0, **_) -> torch.Tensor:
+                rescale: str = "l1", seed: int = 0) -> torch.Tensor:
     return _combine(_dare(deltas, density, rescale, seed), weights, consensus=False, normalize=normalize,
                     lambda_=lambda_)
 
 
 @register("sar")
-def sar(base_mn, deltas, weights, edit=None, cache=None, target: int = -1, lambda_: float = 1.0, **_) -> torch.Tensor:
+def sar(base_mn, deltas, weights, edit=None, cache=None, target: int = -1, lambda_: float = 1.0) -> torch.Tensor:
     """sum_i w_i P(d_i) (``target=-1``) or d_target + sum_{i != target} w_i P(d_i); 1-D tensors pass through
     as task arithmetic (SAR edits matrices only)."""
     from shiftkit.sar.edit import EditOptions, sar_edit_matrix

@@ -125,12 +125,29 @@ class MergeConfig(EditConfig):
 
     def validate(self) -> None:
         super().validate()
-        from shiftkit.sar.merge import get_method
+        from shiftkit.sar.merge import method_params
 
-        get_method(self.method)
+        takes = method_params(self.method)  # raises on an unknown method
         _rank_ok(self.delta_rank)
         if not 0.0 < self.density <= 1.0:
             raise ShiftkitError(f"density must be in (0, 1], got {self.density}")
+        defaults = MergeConfig()
+        unread = [k for k, param in MERGE_FIELD_PARAMS.items()
+                  if getattr(self, k) != getattr(defaults, k) and not any(p in takes for p in param.split("|"))]
+        if unread:
+            raise ShiftkitError(f"merge method '{self.method}' does not take {', '.join(unread)} (its parameters: "
+                                f"{', '.join(_field_names(takes)) or 'none'})")
+
+
+# MergeConfig field -> the merge-method parameter(s) that read it ("edit": the SAR edit options)
+MERGE_FIELD_PARAMS = {"density": "density", "merge_lambda": "lambda_", "normalize": "normalize",
+                      "rescale": "rescale", "target": "target", "seed": "seed|edit", "delta_rank": "edit",
+                      "base_rank": "edit", "mask": "edit", "projection": "edit", "solver": "edit", "niter": "edit",
+                      "oversample": "edit"}
+
+
+def _field_names(takes) -> list[str]:
+    return [k for k, param in MERGE_FIELD_PARAMS.items() if any(p in takes for p in param.split("|"))]
 
 
 def _rank_ok(spec: str) -> bool:
@@ -522,11 +539,11 @@ def export_peft(core_dir, out, base_name: str | Path | None = None) -> Path:
 
 def merge(base_dir, expert_dirs: list[str | Path], out, cfg: MergeConfig | None = None, log=None) -> dict[str, Any]:
     """Merge N experts that share a base with a registered method; streamed, atomic output."""
-    from shiftkit.sar.merge import get_method, merge_tensor
+    from shiftkit.sar.merge import merge_tensor, params_for
 
     cfg = cfg or MergeConfig()
     _set_threads(cfg.threads)
-    get_method(cfg.method)  # fail fast on an unknown method name, before any I/O
+    cfg.validate()  # fail fast on an unknown method or a parameter it does not take, before any I/O
     if len(expert_dirs) < 1:
         raise ShiftkitError("merge needs at least one expert")
     weights = cfg.weights or [1.0] * len(expert_dirs)
@@ -564,7 +581,7 @@ def merge(base_dir, expert_dirs: list[str | Path], out, cfg: MergeConfig | None 
             else:
                 # sar on non-targets (other_tensors=tuned): plain weighted sum
                 method = "task_arithmetic" if cfg.method == "sar" and not target else cfg.method
-                merged = merge_tensor(method, W0, Ws, weights, **params)
+                merged = merge_tensor(method, W0, Ws, weights, **params_for(method, params))
                 counts["merged"] += 1
             del Ws
             writer.write(name, merged)
@@ -584,30 +601,8 @@ def merge(base_dir, expert_dirs: list[str | Path], out, cfg: MergeConfig | None 
 
 def write_diagnostics(out: Path, rows: dict[str, dict]) -> None:
     """diagnostics.json (per matrix) and diagnostics.png (energies and principal angles by matrix)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from shiftkit.plots import energy_angle_plot
 
     names = list(rows)
     (out / "diagnostics.json").write_text(dumps({"matrices": [{"name": n, **rows[n]} for n in names]}) + "\n")
-    fig, axes = plt.subplots(2, 1, figsize=(max(6, 0.12 * len(names) + 4), 6), sharex=True)
-    x = list(range(len(names)))
-    for key, label in (("energy_lowrank", "||dW_k||²/||dW||²"), ("energy_projection", "||P dW_k||²/||dW_k||²"),
-                       ("energy_total", "||P dW_k||²/||dW||²")):
-        axes[0].plot(x, [rows[n].get(key, float("nan")) for n in names], marker=".", label=label)
-    axes[0].set_ylabel("energy kept")
-    axes[0].set_ylim(0, 1.05)
-    axes[0].legend(fontsize=7)
-    for key, label in (("angle_left_mean", "mean angle, left"), ("angle_right_mean", "mean angle, right")):
-        axes[1].plot(x, [rows[n].get(key, float("nan")) for n in names], marker=".", label=label)
-    axes[1].set_ylabel("principal angle to base (deg)")
-    axes[1].set_xlabel("matrix (checkpoint order)")
-    axes[1].legend(fontsize=7)
-    step = max(1, len(names) // 30)
-    axes[1].set_xticks(x[::step])
-    axes[1].set_xticklabels([n.replace("model.layers.", "L").replace(".weight", "") for n in names[::step]],
-                            rotation=90, fontsize=6)
-    fig.tight_layout()
-    fig.savefig(out / "diagnostics.png", dpi=90)
-    plt.close(fig)
+    energy_angle_plot(out / "diagnostics.png", rows)

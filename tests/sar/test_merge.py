@@ -53,7 +53,7 @@ def test_dare_density_one_is_task_arithmetic_and_mask_statistics():
 def test_degenerate_all_zero_deltas():
     z = torch.zeros(3, 3)
     for name in ("task_arithmetic", "ties", "dare_ties", "dare_linear"):
-        out = mg.get_method(name)(z, [z, z], [1.0, 1.0], density=0.5)
+        out = mg.get_method(name)(z, [z, z], [1.0, 1.0], **mg.params_for(name, {"density": 0.5}))
         assert torch.count_nonzero(out) == 0 and torch.isfinite(out).all()
 
 
@@ -139,7 +139,7 @@ def test_chunked_merge_equals_whole_tensor(name, density):
     base = torch.randn(61, 37, generator=g).bfloat16()
     experts = [(base.float() + 0.01 * torch.randn(61, 37, generator=g)).bfloat16() for _ in range(3)]
     weights = [1.0, 0.5, 0.25]
-    params = dict(density=density, seed=4, lambda_=1.0)
+    params = mg.params_for(name, dict(density=density, seed=4, lambda_=1.0))
     whole = mg.merge_tensor(name, base, experts, weights, chunk_elems=10**9, **params)
     W0 = base.float()
     direct = (W0 + mg.get_method(name)(W0, [e.float() - W0 for e in experts], weights, **params)).bfloat16()
@@ -151,3 +151,21 @@ def test_chunked_merge_equals_whole_tensor(name, density):
             assert (got != whole).float().mean() < 0.01
         else:
             assert torch.equal(got, whole)
+
+
+def test_a_method_schema_is_its_signature_and_unknown_params_are_errors():
+    from shiftkit.errors import ShiftkitError
+    from shiftkit.sar.pipeline import MergeConfig
+
+    assert list(mg.method_params("task_arithmetic")) == ["lambda_", "normalize"]
+    assert list(mg.method_params("dare_ties")) == ["density", "lambda_", "normalize", "rescale", "seed"]
+    assert mg.params_for("ties", {"density": 0.5, "seed": 3, "lambda_": 2.0}) == {"density": 0.5, "lambda_": 2.0}
+    with pytest.raises(TypeError):  # no **kwargs sink: a parameter a method does not take cannot reach it
+        mg.get_method("task_arithmetic")(BASE, [D1], [1.0], density=0.5)
+    for method, kw, bad in (("task_arithmetic", {"density": 0.3}, "density"), ("ties", {"rescale": "none"}, "rescale"),
+                            ("ties", {"delta_rank": "4"}, "delta_rank"), ("sar", {"density": 0.5}, "density"),
+                            ("dare_linear", {"target": 0}, "target")):
+        with pytest.raises(ShiftkitError, match=f"merge method '{method}' does not take {bad}"):
+            MergeConfig(method=method, **kw).validate()
+    MergeConfig(method="sar", delta_rank="4", seed=2, target=0).validate()
+    MergeConfig(method="dare_ties", density=0.3, seed=2, rescale="density").validate()

@@ -146,12 +146,13 @@ def test_sweep_cores_equal_single_extracts(models, tmp_path):
 
 @pytest.mark.parametrize("method", ["ties", "sar"])
 def test_merge_checkpoint_equals_tensor_function(models, tmp_path, method):
-    cfg = pl.MergeConfig(method=method, density=0.5, weights=[1.0, 0.5], delta_rank="3", target=-1)
+    own = {"density": 0.5} if method == "ties" else {"delta_rank": "3", "target": -1}  # what each method takes
+    cfg = pl.MergeConfig(method=method, weights=[1.0, 0.5], **own)
     pl.merge(models / "base", [models / "tuned", models / "tuned2"], tmp_path / "m", cfg)
     base, t1, t2, merged = (_sd(p) for p in (models / "base", models / "tuned", models / "tuned2", tmp_path / "m"))
     n = "model.layers.1.mlp.down_proj.weight"
-    want = base[n] + get_method(method)(base[n], [t1[n] - base[n], t2[n] - base[n]], [1.0, 0.5], density=0.5,
-                                        edit=cfg.edit_options("3"))
+    kw = {"density": 0.5} if method == "ties" else {"edit": cfg.edit_options("3")}
+    want = base[n] + get_method(method)(base[n], [t1[n] - base[n], t2[n] - base[n]], [1.0, 0.5], **kw)
     torch.testing.assert_close(merged[n], want, rtol=0, atol=1e-6)
     norm = "model.norm.weight"
     assert torch.equal(merged[norm], base[norm]) if method == "sar" else not torch.equal(merged[norm], base[norm])
@@ -201,7 +202,7 @@ def test_cli_extract_ok_json(models, tmp_path):
 
 
 @pytest.mark.parametrize("case", ["missing_shard", "vocab", "other_base", "not_writable", "unknown_key",
-                                  "bad_rank", "unknown_method", "not_a_core"])
+                                  "bad_rank", "unknown_method", "param_not_taken", "not_a_core"])
 def test_cli_bad_input(models, bad_models, tmp_path, case):
     out = tmp_path / "out"
     b, t = models / "base", models / "tuned"
@@ -222,6 +223,25 @@ def test_cli_bad_input(models, bad_models, tmp_path, case):
         res, pat = _cli("extract", "--base", b, "--tuned", t, "--out", out, "delta_rank=1.5"), "bad rank spec"
     elif case == "unknown_method":
         res, pat = _cli("merge", "--base", b, "--experts", t, "--method", "slerp", "--out", out), "valid methods"
+    elif case == "param_not_taken":  # used to be dropped silently
+        res, pat = (_cli("merge", "--base", b, "--experts", t, "--method", "task_arithmetic", "--out", out, "density=0.3"),
+                    "merge method 'task_arithmetic' does not take density")
     else:
         res, pat = _cli("apply", "--base", b, "--core", t, "--out", out), "not a SAR core"
     _assert_clean_error(res, out, pat)
+
+
+def test_one_yaml_file_is_the_whole_merge(models, tmp_path):
+    """Every input is a config field: a merge is one reproducible file (mergekit style), same result as flags."""
+    (tmp_path / "merge.yaml").write_text(
+        f"base: {models / 'base'}\nexperts: [{models / 'tuned'}, {models / 'tuned2'}]\nout: {tmp_path / 'y'}\n"
+        "method: ties\ndensity: 0.5\n")
+    res = _cli("merge", "-c", tmp_path / "merge.yaml")
+    assert res.returncode == 0, res.stderr
+    res = _cli("merge", "--base", models / "base", "--experts", models / "tuned", models / "tuned2", "--method", "ties",
+               "--out", tmp_path / "f", "density=0.5")
+    assert res.returncode == 0, res.stderr
+    a, b = _sd(tmp_path / "y"), _sd(tmp_path / "f")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    missing = _cli("merge", "--base", models / "base", "--out", tmp_path / "m")
+    _assert_clean_error(missing, tmp_path / "m", "sar merge needs experts=...")
