@@ -3,7 +3,7 @@ answers that must stay wrong (``2,300`` is never 23.00, a dropped minus sign is 
 
 import pytest
 
-from shiftkit.tasks.math_answer import clean_answer, extract_answer, has_answer_marker, math_reward
+from shiftkit.tasks.math_answer import clean_answer, extract_answer, gold_answer, has_answer_marker, math_reward
 
 # (completion, gold, expected reward)
 CASES = [
@@ -32,7 +32,7 @@ CASES = [
     ("so the side is \\boxed{2\\sqrt{2}}", "2\\sqrt{2}", 1.0),
     ("Answer: \\text{15 dollars}", "15", 1.0),
     ("Answer: 12\\text{ cm}", "12", 1.0),
-    ("Let me check my answer again. 4 + 4 = 8.\nAnswer: 8 cookies\nI double-checked my answer.", "8", 1.0),
+    ("Let me check my answer again. 4 + 4 = 8.\nAnswer: 8 cookies\nThat is my answer to the question.", "8", 1.0),
     # must stay wrong
     ("Answer: 2,300", "23.00", 0.0),
     ("Answer: 2,300", "2.3", 0.0),
@@ -74,3 +74,11 @@ def test_has_answer_marker():
     assert has_answer_marker("it is \\boxed{4}")
     assert has_answer_marker("#### 4")
     assert not has_answer_marker("the total is 4")
+
+
+def test_gold_answer_of_full_solutions():
+    gsm8k = ("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips altogether "
+             "in April and May.\n#### 72")
+    assert gold_answer(gsm8k) == "72"
+    assert gold_answer("so the answer is $\\boxed{\\frac{1}{2}}$") == "\\frac{1}{2}"
+    assert gold_answer("1,000") == "1000"

@@ -67,6 +67,7 @@ def test_save_to_disk_and_split_folders(tmp_path):
     assert prompts_of(te) == [r["question"] for r in ROWS[7:]]
     datasets.Dataset.from_list(ROWS).save_to_disk(str(tmp_path / "one"))
     assert len(load_prompts(args(tmp_path / "one"))) == 10
+    assert len(load_eval(args(tmp_path / "one"))) == 10  # eval wants "test"; a dataset with one split uses it
     with pytest.raises(ShiftkitError, match=r"has no split 'validation' \(splits: train, test\)"):
         load_prompts(args(tmp_path / "disk", split="validation"))
 

@@ -46,3 +46,21 @@ def test_bad_arguments():
         generate(5, "dev")
     with pytest.raises(ShiftkitError, match="n must be positive"):
         generate(0)
+
+
+def test_answers_are_right_by_recomputing_the_arithmetic():
+    """Every "a op b = c" in a worked solution holds, and the last result is the answer (buses: ceil)."""
+    import math
+    import re
+
+    eq = re.compile(r"(-?[\d,]+(?: [-+*/] -?[\d,]+)+) = (-?[\d,]+)")
+    for r in generate(len(TEMPLATES) * 30, "train", seed=2):
+        if r["template"] == "buses":
+            n, c = map(int, re.findall(r"\d+", r["question"])[:2])
+            assert int(r["answer"]) == math.ceil(n / c), r
+            continue
+        found = eq.findall(r["solution"])
+        assert found, r
+        for lhs, rhs in found:
+            assert eval(lhs.replace(",", "")) == int(rhs.replace(",", "")), r  # noqa: S307 - digits and operators
+        assert int(found[-1][1].replace(",", "")) == int(r["answer"]), r
