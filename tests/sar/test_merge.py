@@ -97,9 +97,9 @@ def test_agrees_with_mergekit(name):
     weights = [1.0, 0.6, 0.3]
     want, method = _mergekit_merge(name, base, deltas, weights, density=0.4, seed=5)
     # mergekit subtracts and re-adds the base; compare the deltas we would add
-    got = mg.get_method(name)(base, [(base + d) - base for d in deltas], weights, density=0.4, seed=5,
-                              normalize=method.default_normalize,
-                              rescale="l1" if method.default_rescale else "none")
+    params = mg.params_for(name, dict(density=0.4, seed=5, normalize=method.default_normalize,
+                                      rescale="l1" if method.default_rescale else "none"))
+    got = mg.get_method(name)(base, [(base + d) - base for d in deltas], weights, **params)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 
