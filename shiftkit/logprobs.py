@@ -6,9 +6,9 @@ student's top-K, the entropy, and, for Direct-OPD's ``full_vocab`` mode, a loss 
 vocabulary. Computed from full logits, each costs ``B*T*V`` fp32 floats (2 GB at B=16, T=2048,
 V=151k, several times over for log-softmax, its gradient, teacher and reference). Here the model
 returns its **last hidden state** ``[B, T, H]`` (``H`` << ``V``) and the head ``hidden @ W.T``
-runs ``chunk`` positions at a time. With gradients on, each chunk is wrapped in
-:func:`torch.utils.checkpoint.checkpoint`, so the backward recomputes one chunk's logits at a time
-too: peak memory is ``O(chunk * V)``, whatever ``B * T``.
+runs ``chunk`` positions at a time. With gradients on, a custom autograd function keeps nothing of
+a chunk for the backward and recomputes its logits there, one chunk at a time, accumulating the head's
+weight gradient in place: peak memory is ``O(chunk * V + V * H)``, whatever ``B * T``.
 
 The numbers are those of the unchunked path (:mod:`shiftkit.losses` on ``forward_logits``):
 logits are cast to fp32, then divided by ``temperature`` (as the loops do: the student and the KL
@@ -32,7 +32,6 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
 
 from shiftkit import losses
 from shiftkit.errors import ShiftkitError
@@ -42,7 +41,7 @@ try:  # the Direct-OPD signals (student_topk, direct_opd_candidates) live in shi
 except ImportError:  # pragma: no cover - before the losses/advantages split
     _adv = losses
 
-CHUNK_ELEMS = 2**25  # default chunk: about this many logits (128 MB in fp32) per [C, V] tensor
+CHUNK_ELEMS = 2**24  # default chunk: about this many logits (64 MB in fp32) per [C, V] tensor
 
 
 @dataclasses.dataclass
@@ -122,14 +121,108 @@ def default_chunk(vocab: int) -> int:
     return max(1, CHUNK_ELEMS // max(1, vocab))
 
 
+def _autocast_state(device_type: str):
+    on = torch.is_autocast_enabled(device_type)
+    return on, (torch.get_autocast_dtype(device_type) if on else None)
+
+
+class _ChunkedHead(torch.autograd.Function):
+    """Forward: ``fn`` over chunks of positions without building a graph. Backward: per chunk, recompute
+    that chunk's logits, get ``d fn / d logits`` by autograd, and apply the head's linear backward by
+    hand, accumulating ``grad W`` **in place** into one buffer (autograd's own accumulation over chunks
+    would hold several ``[V, H]`` gradients at once)."""
+
+    @staticmethod
+    def forward(ctx, fn, heads_meta, C, n_extra, *tensors):
+        # tensors: per head (hidden [N, H], weight [V, H], bias [V] or empty), then the flattened extras
+        ctx.fn, ctx.meta, ctx.C, ctx.n_extra = fn, heads_meta, C, n_extra
+        dev = tensors[0].device.type
+        ctx.dev, ctx.autocast = dev, _autocast_state(dev)
+        outs = _run_chunks(fn, heads_meta, C, tensors, n_extra)
+        ctx.save_for_backward(*tensors)
+        nondiff = [o for o in outs if not o.is_floating_point()]
+        if nondiff:
+            ctx.mark_non_differentiable(*nondiff)
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        tensors = ctx.saved_tensors
+        meta, C, n_extra = ctx.meta, ctx.C, ctx.n_extra
+        nh = len(meta)
+        extras = tensors[3 * nh:]
+        need = [ctx.needs_input_grad[4 + 3 * i : 4 + 3 * i + 3] for i in range(nh)]
+        g_in = [None] * len(tensors)
+        for i in range(nh):
+            h, w, b = tensors[3 * i : 3 * i + 3]
+            if any(need[i]):
+                g_in[3 * i] = torch.zeros_like(h) if need[i][0] else None
+                g_in[3 * i + 1] = torch.zeros_like(w) if need[i][1] else None
+                g_in[3 * i + 2] = torch.zeros_like(b) if need[i][2] and meta[i][1] else None
+        N = tensors[0].shape[0]
+        on, dt = ctx.autocast
+        for start in range(0, N, C):
+            stop = min(start + C, N)
+            with torch.enable_grad(), torch.autocast(ctx.dev, dtype=dt, enabled=on) if on else contextlib.nullcontext():
+                leaves, lins = [], []
+                for i, (temp, has_b) in enumerate(meta):
+                    h, w, b = tensors[3 * i : 3 * i + 3]
+                    with torch.no_grad():
+                        lin = F.linear(h[start:stop], w, b if has_b else None)
+                    lins.append(lin)
+                    leaves.append((lin.float() / temp).requires_grad_(any(need[i])))
+                outs = ctx.fn(leaves, [e[start:stop] for e in extras])
+                pairs = [(o, g[start:stop].reshape(o.shape)) for o, g in zip(outs, grads)
+                         if g is not None and o.requires_grad]
+                want = [leaves[i] for i in range(nh) if any(need[i])]
+                if not pairs or not want:
+                    continue
+                d_logits = torch.autograd.grad([o for o, _ in pairs], want, [g for _, g in pairs], allow_unused=True)
+            k = 0
+            for i, (temp, has_b) in enumerate(meta):
+                if not any(need[i]):
+                    continue
+                d = d_logits[k]
+                k += 1
+                if d is None:
+                    continue
+                h, w, _ = tensors[3 * i : 3 * i + 3]
+                d_lin = (d / temp).to(w.dtype)  # d loss / d (h @ W.T + b)
+                if g_in[3 * i] is not None:
+                    g_in[3 * i][start:stop] = (d_lin @ w).to(h.dtype)
+                if g_in[3 * i + 1] is not None:
+                    g_in[3 * i + 1].addmm_(d_lin.t(), h[start:stop].to(w.dtype))
+                if g_in[3 * i + 2] is not None:
+                    g_in[3 * i + 2].add_(d_lin.sum(0).to(g_in[3 * i + 2].dtype))
+        return (None, None, None, None, *g_in)
+
+
+def _run_chunks(fn, meta, C, tensors, n_extra):
+    nh = len(meta)
+    N = tensors[0].shape[0]
+    extras = tensors[3 * nh:]
+    outs = []
+    for start in range(0, max(N, 1), C):
+        stop = min(start + C, N)
+        logits = []
+        for i, (temp, has_b) in enumerate(meta):
+            h, w, b = tensors[3 * i : 3 * i + 3]
+            logits.append(F.linear(h[start:stop], w, b if has_b else None).float() / temp)
+        outs.append(tuple(fn(logits, [e[start:stop] for e in extras])))
+    return [torch.cat([o[j] for o in outs], 0) for j in range(len(outs[0]))]
+
+
 def map_chunks(fn: Callable, heads: list[Head], extras: list[torch.Tensor] = (), chunk: int | None = None):
     """Apply ``fn(logits_list, extras_list) -> tuple of [C, ...] tensors`` chunk by chunk and concatenate.
 
     ``heads`` share ``B`` and ``T``; ``fn`` gets each head's fp32 logits ``[C, V]`` (temperature
-    applied) and each extra flattened to ``[C, ...]`` (extras are ``[B, T, ...]``). Outputs come back
-    as ``[B, T, ...]``. With grad enabled and a head that needs it, each chunk runs under
-    non-reentrant activation checkpointing, so only one chunk's ``[C, V]`` tensors are ever alive,
-    in the forward and in the backward. ``T = 0`` (or ``B = 0``) works: ``fn`` sees one empty chunk.
+    applied) and each extra flattened to ``[C, ...]`` (extras are ``[B, T, ...]``, never
+    differentiated). Outputs come back as ``[B, T, ...]``; ``fn`` must be a deterministic function
+    of its inputs (it is re-run per chunk in the backward). With grad enabled and a head that needs
+    it, a custom autograd function (:class:`_ChunkedHead`) keeps no chunk's tensors for the backward
+    and recomputes them one chunk at a time there: memory is one chunk's ``[C, V]`` tensors plus one
+    ``[V, H]`` weight gradient, whatever ``B * T``. ``T = 0`` (or ``B = 0``) works: ``fn`` sees one
+    empty chunk.
     """
     B, T = heads[0].hidden_BTH.shape[:2]
     for h in heads:
@@ -137,29 +230,18 @@ def map_chunks(fn: Callable, heads: list[Head], extras: list[torch.Tensor] = (),
             raise ValueError(f"heads disagree on [B, T]: {tuple(h.hidden_BTH.shape[:2])} vs {(B, T)}")
     N = B * T
     C = chunk or default_chunk(max(h.vocab for h in heads))
-    flat = [e.reshape(N, *e.shape[2:]) for e in extras]
-    grad = torch.is_grad_enabled() and any(
-        t is not None and t.requires_grad for h in heads for t in (h.hidden_BTH, h.weight_VH, h.bias_V))
-
-    def run(start: int, stop: int, *tensors):
-        # tensors: per head (hidden, weight, bias-or-empty), then the extras' chunks
-        hs = [Head(tensors[3 * i], tensors[3 * i + 1], tensors[3 * i + 2] if h.bias_V is not None else None,
-                   h.temperature) for i, h in enumerate(heads)]
-        return tuple(fn([logits_of(x, slice(start, stop)) for x in hs], list(tensors[3 * len(heads):])))
-
-    outs = []
-    for start in range(0, max(N, 1), C):
-        stop = min(start + C, N)
-        args = []
-        for h in heads:
-            args += [h.hidden_BTH, h.weight_VH, h.bias_V if h.bias_V is not None else h.weight_VH.new_empty(0)]
-        args += [e[start:stop] for e in flat]
-        if grad:
-            outs.append(checkpoint(run, start, stop, *args, use_reentrant=False))
-        else:
-            outs.append(run(start, stop, *args))
-    return tuple(torch.cat([o[j] for o in outs], 0).reshape(B, T, *outs[0][j].shape[1:])
-                 for j in range(len(outs[0])))
+    tensors = []
+    for h in heads:
+        tensors += [h.hidden_BTH.reshape(N, h.hidden_BTH.shape[-1]), h.weight_VH,
+                    h.bias_V if h.bias_V is not None else h.weight_VH.new_empty(0)]
+    tensors += [e.reshape(N, *e.shape[2:]) for e in extras]
+    meta = tuple((h.temperature, h.bias_V is not None) for h in heads)
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors[: 3 * len(heads)])
+    if grad:
+        outs = _ChunkedHead.apply(fn, meta, C, len(extras), *tensors)
+    else:
+        outs = _run_chunks(fn, meta, C, tensors, len(extras))
+    return tuple(o.reshape(B, T, *o.shape[1:]) for o in outs)
 
 
 # ---- the quantities the loops need -------------------------------------------------------------

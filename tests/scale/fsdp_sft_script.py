@@ -1,0 +1,88 @@
+"""A 2-step SFT run of a tiny HF model, sharded with FSDP2 (torch ``fully_shard``) on CPU/gloo.
+
+Why not accelerate's own FSDP config on CPU: accelerate 1.15 attaches its FSDP plugin only for
+accelerator devices (``AcceleratorState.__init__``, the ``distributed_type in [MULTI_GPU, ...]``
+branch); with ``use_cpu: true`` an FSDP config silently runs as ``MULTI_CPU`` (plain DDP, parameters
+not sharded; checked: ``distributed_type`` MULTI_CPU, no DTensor parameters). torch 2.13's FSDP2 itself
+runs on CPU with gloo, so under ``accelerate launch`` (configs/accelerate/cpu_gloo.yaml, which sets
+up the gloo process group) this script shards each decoder layer and the root with ``fully_shard``,
+the engine accelerate's FSDP2 path (``fsdp2_prepare_model``) applies on GPUs.
+
+Each rank takes a strided share of every global batch and normalises the loss by the *global*
+token count (shiftkit.microbatch.global_counts), so the sharded run must reproduce one process.
+Rank 0 writes the full (gathered) state dict and what ran to ``--out``.
+
+    python tests/scale/fsdp_sft_script.py --out one.pt
+    accelerate launch --config_file configs/accelerate/cpu_gloo.yaml tests/scale/fsdp_sft_script.py --out two.pt
+"""
+
+import argparse
+
+import torch
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--local-counts", action="store_true", help="(for a mutant check) normalise per rank")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    from accelerate import Accelerator
+
+    from shiftkit import losses
+    from shiftkit.microbatch import global_counts
+    from shiftkit.models import TinyModelSpec, make_tiny_model
+
+    acc = Accelerator(cpu=True)
+    spec = TinyModelSpec(hidden_size=32, num_hidden_layers=2, intermediate_size=64, num_attention_heads=4,
+                         num_key_value_heads=2, head_dim=8)
+    model = make_tiny_model(spec, vocab_size=100, seed=0)
+    W, r = acc.num_processes, acc.process_index
+    if W > 1:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh("cpu", (W,))
+        for layer in model.model.layers:
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)  # the rest (embeddings, tied head, final norm)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
+    g = torch.Generator().manual_seed(1)
+    lengths = [3, 9, 5, 12, 7, 2, 11, 6]  # unequal, so per-rank token counts differ
+
+    class _D:  # the Dist.sum the loops use, on accelerate's process group
+        @staticmethod
+        def sum(x):
+            t = torch.as_tensor(x, dtype=torch.float64).clone()
+            return acc.reduce(t, reduction="sum") if W > 1 else t
+
+    for step in range(a.steps):
+        rows = list(range(4 * step, 4 * step + 4))  # the global batch of this step
+        L = max(lengths[i] for i in rows)
+        ids = torch.randint(3, 100, (len(rows), L), generator=g)
+        mask = torch.tensor([[1] * lengths[i] + [0] * (L - lengths[i]) for i in rows])
+        ids, mask = ids[r::W], mask[r::W]
+        n_tok = None if a.local_counts else global_counts(mask[:, 1:], _D)[0]
+        logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]
+        loss = losses.sft_loss(logits, ids[:, 1:], mask[:, 1:], num_tokens=n_tok)
+        opt.zero_grad(set_to_none=True)
+        (loss * W).backward()  # FSDP averages gradients over ranks; the loss is a global sum / N
+        opt.step()
+    sharded = [type(p).__name__ == "DTensor" for p in model.parameters()]
+    local = sum(p.to_local().numel() if type(p).__name__ == "DTensor" else p.numel() for p in model.parameters())
+    if W > 1:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    else:
+        state = model.state_dict()
+    if acc.is_main_process:
+        torch.save({"state": {k: v.detach().cpu() for k, v in state.items()}, "world": W, "all_sharded": all(sharded),
+                    "local_numel": local, "full_numel": sum(v.numel() for v in model.state_dict().values()),
+                    "distributed_type": str(acc.distributed_type)}, a.out)
+    acc.wait_for_everyone()
+
+
+if __name__ == "__main__":
+    main()
