@@ -92,7 +92,8 @@ def length_stats(lengths: Sequence[int]) -> dict[str, float]:
 
 
 def default_ks(n: int) -> list[int]:
-    return [k for k in (1, 2, 4, 8, 16, 32, 64, 128) if k <= n]
+    """1, 2, 4, ... up to ``n``, and ``n`` itself (so pass@1 ... pass@K are all reported)."""
+    return sorted({k for k in (1, 2, 4, 8, 16, 32, 64, 128) if k <= n} | {n})
 
 
 def sample_summary(scores_PK: Sequence[Sequence[float]], lengths_PK: Sequence[Sequence[int]],
@@ -127,3 +128,48 @@ def greedy_summary(scores_P: Sequence[float], lengths_P: Sequence[int], eos_P: S
     out["greedy_response_length/mean"] = length_stats([int(x) for x in lengths_P])["mean"]
     out["greedy_truncation_rate"] = truncation_rate([bool(x) for x in eos_P])
     return out
+
+
+def eval_report(examples: Sequence, rewards, greedy: tuple | None = None, samples: tuple | None = None,
+                ks: Sequence[int] | None = None, threshold: float = 0.0) -> tuple[dict, list[dict]]:
+    """The summary and the per-problem rows of an evaluation, from completions already sampled.
+
+    ``examples``: :class:`shiftkit.data.Example` rows; ``rewards``: a :class:`shiftkit.rewards.Rewards`.
+    ``greedy``: ``(texts_P, lengths_P, eos_P)``; ``samples``: ``(texts_PK, lengths_PK, eos_PK)``
+    with K samples per problem. The summary holds ``greedy_acc``, ``avg@K``, ``pass@k``, response
+    length, truncation rate, per-reward means, and ``greedy_acc/<domain>`` when the data has a
+    ``domain`` column; each row holds the prompt, answer and completions with their rewards.
+    """
+    P = len(examples)
+    if P == 0:
+        raise ValueError("no problems to evaluate")
+    summary: dict = {"n_problems": P}
+    rows: list[dict] = [{"prompt": e.prompt, "answer": e.answer} for e in examples]
+    if greedy is not None:
+        texts, lengths, eos = greedy
+        res = rewards.score(list(examples), list(texts))
+        summary.update(greedy_summary(res.total, lengths, eos, threshold))
+        domains = [e.columns.get("domain") for e in examples]
+        if all(d is not None for d in domains):
+            for d in sorted(set(domains)):
+                vals = [1.0 if not math.isnan(t) and t > threshold else 0.0 for t, dd in zip(res.total, domains) if dd == d]
+                summary[f"greedy_acc/{d}"] = sum(vals) / len(vals)
+        for i, r in enumerate(rows):
+            r.update({"greedy": texts[i], "greedy_reward": res.total[i], "greedy_length": int(lengths[i]),
+                      "greedy_truncated": not bool(eos[i])})
+    if samples is not None:
+        texts_PK, lengths_PK, eos_PK = samples
+        if len(texts_PK) != P:
+            raise ValueError(f"{len(texts_PK)} sample groups for {P} problems")
+        flat_ex = [e for e, ts in zip(examples, texts_PK) for _ in ts]
+        flat = [t for ts in texts_PK for t in ts]
+        res = rewards.score(flat_ex, flat)
+        scores_PK, i = [], 0
+        for ts in texts_PK:
+            scores_PK.append(res.total[i: i + len(ts)])
+            i += len(ts)
+        summary.update(sample_summary(scores_PK, lengths_PK, eos_PK, ks, threshold))
+        summary.update({k: v for k, v in res.metrics.items() if k.startswith("rewards/")})
+        for r, ts, sc, (n, c) in zip(rows, texts_PK, scores_PK, correct_counts(scores_PK, threshold)):
+            r.update({"samples": list(ts), "sample_rewards": sc, "n_correct": c})
+    return summary, rows

@@ -59,3 +59,9 @@ def test_sample_and_greedy_summaries():
         sample_summary([[1], [1, 0]], [[1], [1, 1]], [[True], [True, True]])
     g = greedy_summary([1.0, 0.0, float("nan"), 1.0], [5, 5, 7, 3], [True, True, False, True])
     assert g["greedy_acc"] == 0.5 and g["greedy_truncation_rate"] == 0.25 and g["greedy_response_length/mean"] == 5.0
+
+
+def test_default_ks_end_at_the_sample_count():
+    from shiftkit.metrics import default_ks
+
+    assert default_ks(32) == [1, 2, 4, 8, 16, 32] and default_ks(3) == [1, 2, 3] and default_ks(1) == [1]
