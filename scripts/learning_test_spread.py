@@ -4,7 +4,7 @@ Training trajectories are deterministic per machine but not across CPUs; changin
 changes reduction orders, which is the closest stand-in for "another machine" that one box has.
 Each learning test's margin is chosen from these numbers (see the test docstrings).
 
-    python scripts/learning_test_spread.py all       # or: opd | sft | agent_sft
+    python scripts/learning_test_spread.py all       # or: opd | grpo | sft | agent_sft
     -> benchmarks/results/learning_test_spread.json (merged per test)
 
 It calls the tests' own pipeline functions, so what is measured is exactly what is asserted.
@@ -35,15 +35,26 @@ def _load(rel: str):
     return mod
 
 
-def _opd(seed: int, threads: int) -> dict:
-    mod = _load("tests/opd/test_it_learns.py")
-    with tempfile.TemporaryDirectory() as d:
-        r = mod.pipeline(Path(d), seed=seed, threads=threads)
+def _contrast(r: dict) -> dict:
     r["effect/forward_gain"] = r["pref/fwd"] - r["pref/ref"]
     r["effect/reverse_drop"] = r["pref/ref"] - r["pref/rev"]
     r["effect/contrast"] = r["pref/fwd"] - r["pref/rev"]
     r["effect/acc_forward_gain"] = r["acc/fwd"] - r["acc/ref"]
+    r["effect/lp_correct_contrast"] = r["lp_correct/fwd"] - r["lp_correct/rev"]
+    r["effect/lp_correct_gain"] = r["lp_correct/fwd"] - r["lp_correct/ref"]
+    r["effect/lp_correct_drop"] = r["lp_correct/ref"] - r["lp_correct/rev"]
     return r
+
+
+def _grpo(seed: int, threads: int) -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        return _contrast(_load("tests/learning.py").grpo_pipeline(Path(d), seed=seed, threads=threads))
+
+
+def _opd(seed: int, threads: int) -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        r = _load("tests/learning.py").opd_pipeline(Path(d), seed=seed, threads=threads)
+    return _contrast(r)
 
 
 def _sft(seed: int, threads: int) -> dict:
@@ -70,6 +81,7 @@ def _agent_sft(seed: int, threads: int) -> dict:
 
 TESTS = {
     "opd": ("tests/opd/test_it_learns.py::test_direct_opd_moves_the_student_along_the_pair_shift", _opd),
+    "grpo": ("tests/core/test_grpo_learns.py::test_grpo_follows_the_direction_of_its_reward", _grpo),
     "sft": ("tests/core/test_training.py::test_sft_lowers_loss_and_writes_run_dir", _sft),
     "agent_sft": ("tests/agent/test_masking.py::test_masked_sft_step_trains", _agent_sft),
 }

@@ -16,3 +16,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# tests/learning.py (shared pieces of the "it learns" tests) is importable as `learning`
+import sys  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))

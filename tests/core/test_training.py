@@ -41,6 +41,7 @@ def test_sft_lowers_loss_and_writes_run_dir(tmp_path):
                           progress=False, threads=1))
     rows = [json.loads(l) for l in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == list(range(30))
+    # measured last/first loss ratio 0.31-0.36 over 3 seeds x threads 1, 2 (scripts/learning_test_spread.py sft)
     assert rows[-1]["loss"] < 0.6 * rows[0]["loss"]
     for f in ("config.json", "summary.json", "DONE", "final/config.json", "final/model.safetensors",
               "final/tokenizer.json"):
