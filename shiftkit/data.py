@@ -395,8 +395,9 @@ def _read_hub(repo_id: str, subset: str) -> dict[str, RawSplit]:
         snap = snapshot_download(repo_id, repo_type="dataset", local_files_only=True, cache_dir=cache)
     except Exception:  # noqa: BLE001 - LocalEntryNotFoundError and friends: not cached
         raise ShiftkitError(
-            f"hub dataset '{repo_id}' is not in the local cache ({cache}); nothing is downloaded at run time: "
-            f"run `hf download --repo-type dataset {repo_id}` first, or pass a local file") from None
+            f"data={repo_id} is no local file or directory, and hub dataset '{repo_id}' is not in the local cache "
+            f"({cache}); nothing is downloaded at run time: run `hf download --repo-type dataset {repo_id}` first, "
+            "or pass a local file") from None
     splits = _read_dir(Path(snap), subset)
     return {s: dataclasses.replace(r, name=f"{repo_id}[{s}]",
                                    where=(lambda s: lambda k: f"{repo_id}[{s}] row {k + 1}")(s))
@@ -438,11 +439,6 @@ def _pick_split(splits: dict[str, RawSplit], split: str, default: str, data: str
 
 def _columns_of(rows: list[dict]) -> list[str]:
     return list(rows[0].keys()) if rows else []
-
-
-def _missing_column(raw: RawSplit, key: str, what: str, where: str | None = None) -> ShiftkitError:
-    loc = where or raw.name
-    return ShiftkitError(f"{loc}: no column '{key}' ({what}); columns: {', '.join(_columns_of(raw.rows)) or '(none)'}")
 
 
 def check_messages(value: Any, where: str, column: str) -> list[dict]:

@@ -7,7 +7,8 @@ steps:
    DAPO instruction the Direct-OPD paper puts around each math problem, :data:`DAPO_TEMPLATE`), or
    any string holding ``{prompt}``. For chat messages it wraps the last user message.
 2. With a chat template (``chat_template=auto`` uses the tokenizer's when it has one; ``true``
-   requires it), the messages (a string prompt is one user message) go through
+   requires it), the messages (a string prompt is one user message, so an instruct model sees
+   its own format; TRL leaves string prompts untemplated, which is ``chat_template=false``) go through
    ``tokenizer.apply_chat_template(..., add_generation_prompt=True, **chat_template_kwargs)``,
    e.g. ``chat_template_kwargs={"enable_thinking": false}``. Without one, the text is tokenized
    as is, with no special tokens added (what the toy models are trained on).
@@ -198,6 +199,18 @@ class PromptRenderer:
                 return None
             return SFTIds(p, c[: max_length - len(p)], True)
         return SFTIds(p, c, False)
+
+    def check(self, items: list, n: int = 16, max_length: int = 0) -> None:
+        """Render the first ``n`` prompts (:class:`shiftkit.data.Example`) or SFT rows, so that a
+        template or format error stops a command before it writes anything."""
+        for it in list(items)[:n]:
+            try:
+                if hasattr(it, "kind"):
+                    self.encode_sft(it, max_length)
+                else:
+                    self.ids(it.prompt)
+            except ShiftkitError as e:
+                raise ShiftkitError(str(e) if str(e).startswith(it.where) else f"{it.where}: {e}") from None
 
     def encode_sft_batch(self, rows: list, max_length: int = 0) -> tuple[list[SFTIds], dict]:
         """Encoded rows (those whose prompt fits) and ``{"truncated": n, "dropped": n}``."""

@@ -79,6 +79,15 @@ def test_missing_chat_template_is_an_error(char_tok):
         PromptRenderer(char_tok, chat_template_kwargs={"enable_thinking": False})
     with pytest.raises(ShiftkitError, match="use auto, true or false"):
         PromptRenderer(char_tok, chat_template="maybe")
+    from shiftkit.data import Example
+
+    PromptRenderer(char_tok).check([Example("a", None, {}, "w")])
+    with pytest.raises(ShiftkitError, match="^d.jsonl:2: the prompt is a list of chat messages"):  # before a run
+        PromptRenderer(char_tok).check([Example("a", None, {}, "d.jsonl:1"),
+                                        Example([{"role": "user", "content": "b"}], None, {}, "d.jsonl:2")])
+    with pytest.raises(ShiftkitError, match="^t.jsonl:1: chat-message completions need a chat template"):
+        PromptRenderer(char_tok).check([SFTRow("prompt_completion", "a", [{"role": "assistant", "content": "b"}],
+                                               None, None, "t.jsonl:1")])
 
 
 def test_sft_rows_through_the_chat_template(chat_tok):
