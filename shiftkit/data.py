@@ -368,8 +368,9 @@ def _first_line(e: Exception) -> str:
     return s.splitlines()[0] if s else type(e).__name__
 
 
-def _read_dir(p: Path, subset: str) -> dict[str, RawSplit]:
-    datasets = _need_datasets(f"the directory {p}")
+def _read_dir(p: Path, subset: str, shown: str = "") -> dict[str, RawSplit]:
+    shown = shown or f"dataset directory {p}"
+    datasets = _need_datasets(shown)
     with _offline(datasets):
         try:
             if (p / "dataset_dict.json").is_file() or (p / "state.json").is_file():
@@ -377,7 +378,8 @@ def _read_dir(p: Path, subset: str) -> dict[str, RawSplit]:
             else:
                 obj = datasets.load_dataset(str(p), name=subset or None)
         except Exception as e:  # noqa: BLE001 - anything datasets raises on a user's directory is a user error
-            raise ShiftkitError(f"cannot read dataset directory {p}: {_first_line(e)}") from None
+            hint = " (choose one with subset=<name>)" if "config" in str(e).lower() and not subset else ""
+            raise ShiftkitError(f"cannot read {shown}: {_first_line(e)}{hint}") from None
     return _dataset_dict(obj, str(p))
 
 
@@ -398,7 +400,7 @@ def _read_hub(repo_id: str, subset: str) -> dict[str, RawSplit]:
             f"data={repo_id} is no local file or directory, and hub dataset '{repo_id}' is not in the local cache "
             f"({cache}); nothing is downloaded at run time: run `hf download --repo-type dataset {repo_id}` first, "
             "or pass a local file") from None
-    splits = _read_dir(Path(snap), subset)
+    splits = _read_dir(Path(snap), subset, f"hub dataset '{repo_id}' (cached at {snap})")
     return {s: dataclasses.replace(r, name=f"{repo_id}[{s}]",
                                    where=(lambda s: lambda k: f"{repo_id}[{s}] row {k + 1}")(s))
             for s, r in splits.items()}

@@ -266,3 +266,23 @@ def test_data_args_from_any_config():
     a = DataArgs.from_config(Cfg())
     assert (a.data, a.prompt_key, a.answer_key) == ("x.jsonl", "question", "answer")
     assert isinstance(Example("p", None, {}, "w"), Example)
+
+
+def test_hub_dataset_subsets(tmp_path, monkeypatch):
+    pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    folder = tmp_path / "hub" / "datasets--org--gsm"
+    snap = folder / "snapshots" / ("a" * 40)
+    for sub in ("main", "socratic"):
+        (snap / sub).mkdir(parents=True)
+        write_jsonl(snap / sub / "train-00000.jsonl", [{"question": f"{sub} q", "answer": "x\n#### 1"}])
+        write_jsonl(snap / sub / "test-00000.jsonl", [{"question": f"{sub} t", "answer": "#### 2"}])
+    (snap / "README.md").write_text("---\nconfigs:\n" + "".join(
+        f"- config_name: {s}\n  data_files:\n  - split: train\n    path: {s}/train-*\n"
+        f"  - split: test\n    path: {s}/test-*\n" for s in ("main", "socratic")) + "---\n")
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text("a" * 40)
+    assert prompts_of(load_prompts(args("org/gsm", subset="socratic"))) == ["socratic q"]
+    assert prompts_of(load_eval(args("org/gsm", subset="main"))) == ["main t"]
+    with pytest.raises(ShiftkitError, match=r"cannot read hub dataset 'org/gsm' .*choose one with subset=<name>"):
+        load_prompts(args("org/gsm"))
