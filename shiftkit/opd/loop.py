@@ -327,14 +327,13 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
             anchor_logp_BT, t_anchor = (_timed(score, anchor, *args, dtype=cfg.score_dtype, temperature=cfg.temperature)
                                         if anchor is not None else (None, 0.0))
         # -- per-token advantage over candidates (shiftkit.advantages) ------------------------------
-        s_lp_BTK = losses.gather_logprobs(s_det_BTV, ids_BTK)
         if direct:
             adv_BTK, delta_BTK, jsd_BT = A.direct_opd(s_det_BTV, t_logits_BTV, r_logits_BTV, ids_BTK, mask_BT,
                                                       mode=cfg.reward_mode, scale=cfg.reward_scale,
                                                       clip=cfg.delta_clip, top_q=cfg.top_q)
         else:
-            adv_BTK = A.vanilla_opd_advantage(s_lp_BTK, losses.gather_logprobs(t_logits_BTV, ids_BTK),
-                                              scale=cfg.reward_scale)
+            adv_BTK = A.vanilla_opd_advantage(losses.gather_logprobs(s_det_BTV, ids_BTK),
+                                              losses.gather_logprobs(t_logits_BTV, ids_BTK), scale=cfg.reward_scale)
             delta_BTK, jsd_BT = adv_BTK, None
         rewards_B = None
         if mixture is not None:
@@ -344,24 +343,14 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
         wr_mean = float(d.sum(A.weighted_reward_mean(adv_BTK, mask_BT) * mask_BT.sum()) / n_tok.clamp(min=1))
         if cfg.kl_mode == "adaptive":
             alpha = A.adaptive_kl_coef(alpha, wr_mean, cfg.kl_eps, cfg.kl_min, cfg.kl_max)
-
-        def candidate_logps(logits_BTV):  # the candidates' log-probs (+ the sampled token's, mixed with GRPO)
-            lp_BTK, lp_BT = losses.gather_logprobs(logits_BTV, ids_BTK), token_logprobs(logits_BTV, comp_BT)
-            if outcome_B is not None:
-                return A.with_outcome_advantage(lp_BTK, adv_BTK, lp_BT, outcome_B, cfg.grpo_weight)[0], lp_BT
-            return lp_BTK, lp_BT
-
-        full_adv_BTK = adv_BTK
-        if outcome_B is not None:  # the sampled token as one more candidate, advantage w * A_outcome
-            full_adv_BTK = A.with_outcome_advantage(s_lp_BTK, adv_BTK, token_logprobs(s_det_BTV, comp_BT),
-                                                    outcome_B, cfg.grpo_weight)[1]
-        old_lp_BTK = candidate_logps(s_det_BTV)[0] if off_policy else None
+        mix = (outcome_B, cfg.grpo_weight)  # with an outcome reward: the sampled token is one more candidate
+        old_lp_BTK, full_adv_BTK, _ = _candidates(s_det_BTV, ids_BTK, comp_BT, adv_BTK, *mix)
         # -- update ----------------------------------------------------------------------------------
         t5 = time.time()
         kit.set_lr(opt, kit.lr_at(step, cfg.lr, cfg.warmup, cfg.steps, cfg.schedule))
         for epoch in range(cfg.ppo_epochs):
             logits_BTV = s_logits_BTV if not off_policy else forward_logits(ddp_model, *args) / cfg.temperature
-            lp_BTK, lp_BT = candidate_logps(logits_BTV)
+            lp_BTK, _, lp_BT = _candidates(logits_BTV, ids_BTK, comp_BT, adv_BTK, *mix)
             loss, pm = losses.candidate_policy_loss(lp_BTK, old_lp_BTK if off_policy else lp_BTK.detach(), full_adv_BTK,
                                                     mask_BT, clip_low=clip_low, clip_high=clip_high,
                                                     aggregation=cfg.aggregation, num_tokens=n_tok, num_seqs=n_seq)
@@ -389,17 +378,33 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
         first_len = resp_len if first_len is None else first_len
         bad_steps = bad_steps + 1 if collapsed(eos_rate, resp_len, first_len, cfg.guard_min_eos_rate,
                                                cfg.guard_min_len_frac) else 0
-        if cfg.guard_patience and bad_steps >= cfg.guard_patience:
-            if st.log:
-                st.log.close()
-            raise ShiftkitError(
-                f"collapse guard: stage {stage} step {step}: EOS rate {eos_rate:.2f} (min {cfg.guard_min_eos_rate}) / "
-                f"mean length {resp_len:.1f} (first step {first_len:.1f}) for {bad_steps} steps; the student stopped "
-                f"terminating properly. Lower lr, raise kl_coef, or set guard_patience=0; metrics in {run.path}")
+        _collapse_guard(cfg, st, stage, step, bad_steps, eos_rate, resp_len, first_len)
         kit.checkpoint(st, step, cfg.steps, cfg.save_every, model, tok, opt, extra={"alpha": alpha})
     summary = {"out": str(run.final), "stage": stage, "steps": cfg.steps, "train_seconds": time.time() - st.t_start,
                "final_alpha": alpha, "final_reward": row.get("reward")}
     return kit.close_run(st, model, tok, summary, row)
+
+
+def _candidates(logits_BTV, ids_BTK, comp_BT, adv_BTK, outcome_B, weight: float):
+    """``(logp_BTK, adv_BTK, logp_BT)``: the candidates' log-probs and advantages, plus, with an outcome
+    reward (``outcome_B``), the sampled token as one more candidate with advantage ``weight * A_outcome``;
+    and the sampled token's log-prob (for the KL)."""
+    lp_BTK, lp_BT = losses.gather_logprobs(logits_BTV, ids_BTK), token_logprobs(logits_BTV, comp_BT)
+    if outcome_B is None:
+        return lp_BTK, adv_BTK, lp_BT
+    return (*A.with_outcome_advantage(lp_BTK, adv_BTK, lp_BT, outcome_B, weight), lp_BT)
+
+
+def _collapse_guard(cfg: OPDConfig, st: kit.RunState, stage: int, step: int, bad_steps: int, eos_rate: float,
+                    resp_len: float, first_len: float) -> None:
+    """Stop the run after ``guard_patience`` consecutive collapsed steps (:func:`collapsed`)."""
+    if cfg.guard_patience and bad_steps >= cfg.guard_patience:
+        if st.log:
+            st.log.close()
+        raise ShiftkitError(
+            f"collapse guard: stage {stage} step {step}: EOS rate {eos_rate:.2f} (min {cfg.guard_min_eos_rate}) / "
+            f"mean length {resp_len:.1f} (first step {first_len:.1f}) for {bad_steps} steps; the student stopped "
+            f"terminating properly. Lower lr, raise kl_coef, or set guard_patience=0; metrics in {st.run.path}")
 
 
 def _timed(fn, *args, **kw):
