@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -29,6 +30,7 @@ def _weights(path) -> dict:
     return load_file(str(Path(path) / "model.safetensors"))
 
 
+@pytest.mark.slow  # three CLI processes: 16 s on an idle machine, 34 s with the machine shared
 def test_opd_kill_and_resume_gives_same_weights(trio, tmp_path):
     ref = _opd(trio, tmp_path / "ref")
     assert ref.wait(timeout=300) == 0, ref.stderr.read()[-3000:]
