@@ -3,7 +3,8 @@
 ``data=`` names a source:
 
 * a local file: ``.jsonl``, ``.json`` (a list of objects, or an object of equal-length column
-  lists), ``.parquet`` (needs ``pyarrow``) or ``.csv``;
+  lists), ``.parquet`` (needs ``pyarrow``), ``.csv``, or ``.txt`` (one prompt per line, column
+  ``prompt``);
 * a directory: a ``datasets`` ``save_to_disk`` directory, or a folder of data files whose names
   give the splits (``train.jsonl``, ``test.parquet``; needs ``datasets``);
 * a hub dataset id (``owner/name``) that is **already in the local HF cache**: nothing is
@@ -42,7 +43,7 @@ from typing import Any, Iterator
 
 from shiftkit.errors import ShiftkitError
 
-FILE_KINDS = {".jsonl": "jsonl", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+FILE_KINDS = {".jsonl": "jsonl", ".json": "json", ".parquet": "parquet", ".csv": "csv", ".txt": "txt"}
 SINGLE = "train"  # the split name of a single file (as in ``datasets``)
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -134,6 +135,10 @@ class _Finite:
         """Batch ``step`` of size ``n``: positions ``[step*n, step*n+n)`` of seeded per-epoch orders."""
         return [self.items[i] for i in _epoch_positions(len(self.items), seed, step, n, self.shuffle, self._perm)]
 
+    def draw_one(self, rng: random.Random):
+        """One row uniformly at random (with replacement), for ``loopkit.draw_prompts(ds.draw_one, ...)``."""
+        return rng.choice(self.items)
+
 
 class PromptDataset(_Finite):
     """Prompts (with answers and columns) for RL, OPD and evaluation."""
@@ -206,7 +211,10 @@ class ArithSource:
 
     def draw(self, seed: int, step: int, n: int) -> list[Example]:
         rng = random.Random(f"rl:{seed}:{step}")
-        return [self._ex(self.mixture.sample(rng, "train")) for _ in range(n)]
+        return [self.draw_one(rng) for _ in range(n)]
+
+    def draw_one(self, rng: random.Random) -> Example:
+        return self._ex(self.mixture.sample(rng, "train"))
 
     def draw_sft(self, seed: int, step: int, n: int) -> list[SFTRow]:
         rng = random.Random(f"sft:{seed}:{step}")
@@ -305,6 +313,15 @@ def _csv(p: Path) -> RawSplit:
     return RawSplit(rows, lambda k: f"{p} row {k + 1}", str(p))
 
 
+def _txt(p: Path) -> RawSplit:
+    rows, lines = [], []
+    for i, line in enumerate(p.read_text().splitlines(), 1):
+        if line.strip():
+            rows.append({"prompt": line})
+            lines.append(i)
+    return RawSplit(rows, lambda k: f"{p}:{lines[k]}", str(p))
+
+
 def _parquet(p: Path) -> RawSplit:
     try:
         import pyarrow.parquet as pq
@@ -321,7 +338,7 @@ def _read_file(p: Path) -> RawSplit:
     kind = FILE_KINDS.get(p.suffix.lower())
     if kind is None:
         raise ShiftkitError(f"{p}: unknown data file type '{p.suffix}' (use {', '.join(FILE_KINDS)})")
-    return {"jsonl": _jsonl, "json": _json, "csv": _csv, "parquet": _parquet}[kind](p)
+    return {"jsonl": _jsonl, "json": _json, "csv": _csv, "parquet": _parquet, "txt": _txt}[kind](p)
 
 
 def _need_datasets(what: str):

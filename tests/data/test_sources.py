@@ -43,6 +43,7 @@ def test_file_formats_give_the_same_rows(tmp_path):
         w.writeheader()
         w.writerows(ROWS)
     pq.write_table(pa.Table.from_pylist(ROWS), tmp_path / "a.parquet")
+    (tmp_path / "a.txt").write_text("".join(r["question"] + "\n\n" for r in ROWS))
     ref = load_prompts(args(tmp_path / "a.jsonl", shuffle=False))
     assert prompts_of(ref) == [r["question"] for r in ROWS]
     assert [e.answer for e in ref] == [r["answer"] for r in ROWS]
@@ -50,6 +51,8 @@ def test_file_formats_give_the_same_rows(tmp_path):
         ds = load_prompts(args(tmp_path / name, shuffle=False))
         assert prompts_of(ds) == prompts_of(ref), name
         assert [e.answer for e in ds] == [e.answer for e in ref], name
+    txt = load_prompts(DataArgs(data=str(tmp_path / "a.txt"), shuffle=False))  # one prompt per line
+    assert prompts_of(txt) == prompts_of(ref) and txt[1].where.endswith("a.txt:3")
     # extra columns pass through (csv gives strings, like pandas' dtype=str)
     assert load_prompts(args(tmp_path / "a.jsonl", shuffle=False))[4].columns["level"] == 1
     assert load_prompts(args(tmp_path / "a.csv", shuffle=False))[4].columns["level"] == "1"
@@ -113,6 +116,9 @@ def test_arith_is_a_source_with_the_loops_draws():
     want = [mix.sample(rng, "train") for _ in range(6)]
     got = src.draw(3, 5, 6)
     assert [e.prompt for e in got] == [p.prompt for p in want]
+    from shiftkit import loopkit
+
+    assert loopkit.draw_prompts(src.draw_one, 3, 5, 6) == got  # the training kit's draws, through the source
     assert [e.answer for e in got] == [p.answer for p in want] and got[0].problem == want[0]
     rng = random.Random("sft:1:2")  # the SFT loop's stream: a trace right after each problem
     want_sft = []
@@ -205,6 +211,9 @@ def test_draw_walks_seeded_epochs_and_is_a_function_of_seed_and_step(qa_jsonl):
     assert sorted(epoch1) == sorted(epoch0) and epoch1 != epoch0  # a new order each epoch
     fresh = load_prompts(args(qa_jsonl), seed=0)
     assert [e.prompt for e in fresh.draw(0, 7, 2)] == epoch1[4:6]  # resume: same batch without replaying
+    import random
+
+    assert sh.draw_one(random.Random(1)) == sh.draw_one(random.Random(1))
 
 
 # ---- bad input: one line, naming file / row / column ---------------------------------------------
@@ -231,14 +240,14 @@ def test_bad_files_are_one_line_errors(tmp_path):
     (tmp_path / "broken.jsonl").write_text('{"question": "a"}\n{"question": \n')
     (tmp_path / "list.jsonl").write_text('[1, 2]\n')
     (tmp_path / "x.json").write_text('{"question": "a"}\n{"question": "b"}\n')
-    (tmp_path / "x.txt").write_text("hi")
+    (tmp_path / "x.tsv").write_text("hi")
     (tmp_path / "head.csv").write_text("question,answer\n")
     cases = [
         ("e.jsonl", r"dataset .*e.jsonl is empty"),
         ("broken.jsonl", r"broken.jsonl:2: not valid JSON"),
         ("list.jsonl", r"list.jsonl:1: expected a JSON object per line, got list"),
         ("x.json", r"x.json: not valid JSON .* \(one object per line\? name it .jsonl\)"),
-        ("x.txt", r"unknown data file type '.txt'"),
+        ("x.tsv", r"unknown data file type '.tsv'"),
         ("head.csv", r"dataset .*head.csv is empty"),
         ("missing.jsonl", r"data file not found: .*missing.jsonl"),
     ]
