@@ -73,3 +73,40 @@ def test_eval_json_summary(pico_dir):
     assert rc == 0, err
     res = json.loads(out)
     assert res["n_problems"] == 3 and 0 <= res["greedy_acc"] <= 1 and "pass@2" in res
+
+
+def test_flags_are_aliases_of_config_fields(tmp_path):
+    """One grammar: a flag sets the config field of its name and wins over the config file."""
+    from shiftkit.cli import build_parser, config_from_args
+    from shiftkit.rl import GRPOConfig
+
+    (tmp_path / "c.yaml").write_text("model: from_file\nsteps: 7\nout: o\n")
+    parser = build_parser()
+    a = parser.parse_args(["rl", "--config", str(tmp_path / "c.yaml"), "--model", "from_flag", "steps=9"])
+    cfg = config_from_args(GRPOConfig, a)
+    assert (cfg.model, cfg.steps, cfg.out) == ("from_flag", 9, "o")
+    b = parser.parse_args(["rl", "model=from_override"])
+    assert config_from_args(GRPOConfig, b).model == "from_override"
+    c = parser.parse_args(["rl", "--model", "from_flag", "model=from_override"])
+    assert config_from_args(GRPOConfig, c).model == "from_flag"  # a flag wins (as opd's flags always did)
+
+
+def test_command_groups_and_experiments_are_listed():
+    rc, out, _ = run_cli("agent", "--help")
+    assert rc == 0 and all(c in out for c in ("run", "bench", "serve", "rft", "synth", "train"))
+    rc, out, _ = run_cli("kernels", "--help")
+    assert rc == 0 and "eval-set" in out and "synth" not in out  # the agent's commands left the kernels group
+    rc, out, _ = run_cli("experiment", "--help")
+    assert rc == 0 and all(n in out for n in ("weak-to-strong", "sar", "agent-toy"))
+
+
+def test_demo_preset_is_a_config_field_under_the_overrides():
+    from shiftkit.errors import ShiftkitError
+    from shiftkit.recipes.demo import PRESETS, demo_config
+    from shiftkit.recipes.world import WorldConfig
+
+    assert demo_config(None, []).weak_steps == WorldConfig.weak_steps  # defaults referenced, not re-typed
+    q = demo_config(None, ["preset=quick", "rl_steps=5"])
+    assert q.preset == "quick" and q.rl_steps == 5 and q.weak_steps == PRESETS["quick"]["weak_steps"]
+    with pytest.raises(ShiftkitError, match="unknown demo stage 'gpro'"):
+        demo_config(None, ["stages=[world,gpro]"])
