@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# GPU check for the kernel environment (issue #5): build and evaluate the CUDA fixtures and hacks.
+# GPU check for the kernel environment (issues #5, #10): build and evaluate the CUDA fixtures and hacks,
+# including the GPU-side families of issue #10 (side streams, CUDA-graph replay, event misuse, persisting-L2
+# windows, the roofline floor with the device's measured bandwidth). One prepared run, under 8 minutes.
 # Needs an NVIDIA GPU, a CUDA build of torch and nvcc (CUDA_HOME). Usage:
 #   scripts/gpu_check.sh            # writes results to ${OUT:-runs/gpu_check}
 set -euo pipefail
@@ -19,8 +21,26 @@ print("CUDA_HOME", ce.CUDA_HOME, "nvcc", shutil.which("nvcc"))
 assert torch.cuda.is_available(), "no CUDA device"
 PYEOF
 
-# 1) GPU tests (CUDA fixture correct + profiled; noop / fallback / side-stream hacks caught)
+# 1) GPU tests: CUDA fixture correct + profiled (paired); noop / fallback / side-stream / graph-replay / L2 hacks
+#    caught; the physical floor from the device bandwidth
 $PY -m pytest -q -m gpu tests/kernels/test_gpu.py 2>&1 | tee "$OUT/pytest_gpu.txt"
+
+# 1b) the device numbers the floor uses, and a timing-only probe per GPU family (static layer off, so the
+#     runtime defenses alone are seen): side stream, graph replay, persisting L2 + events
+$PY - <<'PYEOF' 2>&1 | tee "$OUT/gpu_families.txt"
+import json
+from shiftkit.kernels import EvalConfig, evaluate
+from shiftkit.kernels.evaluate import memory_bandwidth
+from shiftkit.kernels.fixtures import PROBLEMS, ROOT
+print("device copy bandwidth GB/s", round(memory_bandwidth("cuda") / 1e9, 1))
+P = PROBLEMS / "scale_shift_clamp.py"
+for name in ("correct", "hack_stream", "hack_graph", "hack_l2"):
+    r = evaluate(P, ROOT / "cuda" / f"scale_shift_clamp_{name}.py",
+                 EvalConfig(backend="cuda", static_checks=False, baseline_compile=False, timed_calls=30))
+    print(json.dumps({"fixture": name, "correct": r.correct, "reward": r.reward, "codes": r.codes(None),
+                      "speedup_eager": r.speedup_eager, "paired": {k: v for k, v in r.paired.items() if k != "compile"},
+                      "reason": r.reason[:160]}, default=str))
+PYEOF
 
 # 2) one JSON result per CUDA fixture, via the CLI
 P=shiftkit/kernels/fixtures/problems/scale_shift_clamp.py

@@ -36,15 +36,7 @@ def _cuda_ok() -> tuple[bool, str]:
     return True, torch.cuda.get_device_name(0)
 
 
-def _triton_ok() -> tuple[bool, str]:
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        return False, "triton is not installed"
-    return _cuda_ok()
-
-
-_AVAILABLE = {"cpu": _cpu_ok, "cuda": _cuda_ok, "triton": _triton_ok}
+_AVAILABLE = {"cpu": _cpu_ok, "cuda": _cuda_ok}
 
 BACKENDS: dict[str, Backend] = {
     "cpu": Backend("cpu", "cpu", (".cpp", ".cc", ".cxx", ".c", ".h", ".hpp"),
@@ -53,7 +45,6 @@ BACKENDS: dict[str, Backend] = {
     "cuda": Backend("cuda", "cuda", (".cpp", ".cc", ".cu", ".cuh", ".h", ".hpp"),
                     cflags=("-O3", "-std=c++17"), cuda_cflags=("-O3",),
                     notes="CUDA C++ via torch.utils.cpp_extension"),
-    "triton": Backend("triton", "cuda", (".py",), notes="Triton kernels in model_new.py (no C++ build)"),
 }
 
 

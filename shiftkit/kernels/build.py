@@ -272,7 +272,11 @@ def run_jailed(argvs: list[list[str]], work: Path, timeout_s: float, isolate: bo
     except subprocess.TimeoutExpired:
         timed_out = True
         if group is not None:
-            group.kill()
+            group.kill(spare=proc.pid)  # the launcher reaps its child and exits: no orphan
+            try:
+                proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                pass
         try:
             os.killpg(proc.pid, 9)
         except ProcessLookupError:

@@ -83,7 +83,7 @@ def register_eval(ksub) -> None:
     p = ksub.add_parser("eval", help="evaluate one solution: compile, verify, profile, reward")
     p.add_argument("--problem", required=True, help="KernelBench-format problem file")
     p.add_argument("--solution", required=True, help="solution .py file or workspace directory")
-    p.add_argument("--backend", choices=["cpu", "cuda", "triton"], default=None)
+    p.add_argument("--backend", choices=["cpu", "cuda"], default=None)
     _add_config_args(p)
     p.set_defaults(func=cmd_eval)
 
@@ -94,7 +94,7 @@ def register_eval_set(ksub) -> None:
     p.add_argument("--solutions", required=True, help="directory: <problem>.py or <problem>/<solution>")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", default="runs/kernels/eval_set.jsonl", help="JSONL output (+ .summary.txt)")
-    p.add_argument("--backend", choices=["cpu", "cuda", "triton"], default=None)
+    p.add_argument("--backend", choices=["cpu", "cuda"], default=None)
     p.add_argument("--ray", action="store_true", help="run the pool on Ray (optional extra)")
     p.add_argument("--ray-address", default=None, help="existing Ray cluster address (default: start a local one)")
     p.add_argument("--no-progress", action="store_true")

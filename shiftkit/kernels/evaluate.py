@@ -23,7 +23,7 @@ from typing import Any
 
 from shiftkit.errors import ShiftkitError
 from shiftkit.kernels import correctness as C
-from shiftkit.kernels import static, stats, wire
+from shiftkit.kernels import jail, static, stats, wire
 from shiftkit.kernels.backends import get_backend, machine_id
 from shiftkit.kernels.build import BuildResult, CompileError, build, default_cache_dir
 from shiftkit.kernels.findings import Finding, errors
@@ -344,6 +344,7 @@ def start_worker(problem: Problem, solution: Solution | None, builds: list[Build
         "isolate": not _unisolated(config), "allow_unisolated": config.allow_unisolated, "rw": rw,
         "ro": _read_paths(problem, solution, builds),
         "block_ops": config.block_ops, "flush_bytes": _flush_bytes(config),
+        "nproc": (config.pids_max + 4 * config.threads) if cand and not jail.cgroups_usable() else 0,
         "device": get_backend(config.backend).device,
     }
     mem = (config.mem_limit_mb + 3072) << 20 if cand else 0
@@ -432,7 +433,8 @@ class _Trials:
             self.add(Finding("thread_spawned", f"the worker's tree has {n} tasks (baseline {self.base_tasks}, allowed +{allowance})", "error", where))
 
     def run_trial(self, inputs, ref_first: bool, where: str):
-        h, blob = self.w.request({"cmd": "trial", "ref_first": ref_first}, wire.dumps_tensors(inputs))
+        nonce = secrets.randbits(62)
+        h, blob = self.w.request({"cmd": "trial", "ref_first": ref_first, "nonce": nonce}, wire.dumps_tensors(inputs))
         if not h.get("ok") and h.get("violations"):
             self.check_header(h, where)  # the forward raised because a torch op was blocked
             return None
@@ -449,6 +451,9 @@ class _Trials:
         bad = C.layout_problem(got)
         if bad:
             self.add(Finding("output_layout", bad, "error", where))
+            return None
+        if wire.sample_digest(got, nonce) != h.get("out_digest"):
+            self.add(Finding("lazy_output", "the output changed after forward returned (work after the call)", "error", where))
             return None
         return got
 
@@ -515,23 +520,30 @@ def check_correctness(t: _Trials) -> bool:
 
 # ----------------------------------------------------------------------------- 7. paired profiling
 
-_BANDWIDTH: list[float] = []
+_BANDWIDTH: dict[str, float] = {}
 
 
-def memory_bandwidth() -> float:
-    """Bytes/s of a single-thread 64 MiB copy (read + write), best of 3, measured once per process."""
-    if not _BANDWIDTH:
+def memory_bandwidth(device: str = "cpu") -> float:
+    """Bytes/s of a copy (read + write) on ``device``: 64 MiB single-thread on the CPU, 1 GiB on a GPU
+    (synchronised), best of 3, measured once per process."""
+    if device not in _BANDWIDTH:
         import torch
 
-        x = torch.ones(16 << 20)
+        n = (16 << 20) if device == "cpu" else (256 << 20)
+        x = torch.ones(n, device=device)
         y = torch.empty_like(x)
         best = math.inf
         for _ in range(3):
+            if device != "cpu":
+                torch.cuda.synchronize()
             t0 = time.perf_counter()
             y.copy_(x)
+            if device != "cpu":
+                torch.cuda.synchronize()
             best = min(best, time.perf_counter() - t0)
-        _BANDWIDTH.append(2 * x.numel() * 4 / best)
-    return _BANDWIDTH[0]
+        _BANDWIDTH[device] = 2 * n * 4 / best
+        del x, y
+    return _BANDWIDTH[device]
 
 
 def _nbytes(x) -> int:
@@ -704,8 +716,8 @@ def paired_profile(t: _Trials, solution: Solution | None = None) -> tuple[dict, 
             if out_c - out_e > max(2e6, 0.5 * med):
                 t.add(Finding("untimed_work", f"the candidate used {out_c / 1e6:.2f} ms CPU per round outside its timed calls "
                               f"(eager baseline {out_e / 1e6:.2f} ms): work moved out of the timed window", "error", "timing"))
-        if c.floor_bandwidth_factor > 0 and pr.io_bytes and c.backend == "cpu":
-            floor_ms = pr.io_bytes / (c.floor_bandwidth_factor * memory_bandwidth()) * 1e3
+        if c.floor_bandwidth_factor > 0 and pr.io_bytes:
+            floor_ms = pr.io_bytes / (c.floor_bandwidth_factor * memory_bandwidth(t.device)) * 1e3
             paired["floor_ms"] = floor_ms
             if timings["candidate"]["median_ms"] < floor_ms:
                 t.add(Finding("below_physical_floor", f"median {timings['candidate']['median_ms']:.4f} ms is below the memory-bandwidth "

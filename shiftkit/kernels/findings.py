@@ -25,6 +25,7 @@ CODES: dict[str, str] = {
     "library_substitution": "torch.compile/TorchScript/torch.library/private torch internals or another library in the kernel's place",
     "vendor_library": "BLAS/LAPACK/MKL/oneDNN/cuBLAS called from the kernel (source or linked symbols): a fallback",
     "build_flag": "a compiler/linker flag outside the allowlist",
+    "timing_interference": "CUDA graphs, events or persisting-L2 windows in kernel source (they change what the clock measures)",
     "dynamic_sources": "inline kernel sources are not static literals, so they cannot be built safely",
     "syntax_error": "the solution's Python source does not parse",
     # build

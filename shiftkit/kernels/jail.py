@@ -180,7 +180,19 @@ def _init(payload_pid: int) -> None:
         except InterruptedError:
             continue
         if pid == payload_pid:
-            os._exit(_status_code(status))
+            code = _status_code(status)
+            try:
+                os.kill(-1, signal.SIGKILL)  # everything else in this namespace, then reap it all here
+            except OSError:
+                pass
+            while True:
+                try:
+                    os.waitpid(-1, 0)
+                except ChildProcessError:
+                    break
+                except InterruptedError:
+                    continue
+            os._exit(code)
 
 
 def set_limits(limits: dict) -> None:
@@ -427,13 +439,30 @@ class TreeGroup:
         except (OSError, ValueError, KeyError):
             return 0
 
-    def kill(self) -> None:
-        """SIGKILL every task in the group (frozen first where possible, so nothing forks meanwhile)."""
-        if self.v2:
+    @staticmethod
+    def _inner(pid: int) -> bool:
+        """Is ``pid`` a sandboxed process below a sandbox init (its innermost PID is not 1)?"""
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("NSpid:"):
+                        ids = line.split()[1:]
+                        return len(ids) > 1 and ids[-1] != "1"
+        except OSError:
+            pass
+        return False
+
+    def _kill_pass(self, pids: list[int]) -> None:
+        for p in pids:
             try:
-                self._w("unified", "cgroup.kill", 1)
-            except OSError:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
                 pass
+
+    def kill(self, spare: int = 0) -> None:
+        """SIGKILL the tree, innermost first: the payload's processes, so the sandbox init reaps them and
+        exits, its parent reaps the init and so on (no orphan is left to an init that may not reap); then
+        whatever is left, except ``spare`` (the anchor the caller reaps itself)."""
         frozen = False
         if "freezer" in self.dirs:
             try:
@@ -441,21 +470,26 @@ class TreeGroup:
                 frozen = True
             except OSError:
                 pass
+        self._kill_pass([p for p in self.pids() if p != spare and self._inner(p)])
+        if frozen:
+            try:
+                self._w("freezer", "freezer.state", "THAWED")
+            except OSError:
+                pass
+        for _ in range(100):  # up to 1 s for the chain to unwind on its own
+            if not [p for p in self.pids() if p != spare]:
+                return
+            time.sleep(0.01)
+        if self.v2 and not spare:
+            try:
+                self._w("unified", "cgroup.kill", 1)
+            except OSError:
+                pass
         for _ in range(50):
-            pids = self.pids()
+            pids = [p for p in self.pids() if p != spare]
             if not pids:
                 break
-            for p in pids:
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            if frozen:
-                try:
-                    self._w("freezer", "freezer.state", "THAWED")
-                    frozen = False
-                except OSError:
-                    pass
+            self._kill_pass(pids)
             time.sleep(0.01)
 
     def close(self) -> None:
@@ -469,6 +503,10 @@ class TreeGroup:
                     break
                 except OSError:
                     time.sleep(0.02)
+
+
+def cgroups_usable() -> bool:
+    return TreeGroup._v2_base() is not None or TreeGroup._v1_base("cpuacct") is not None
 
 
 def make_group(prefix: str, pids_max: int = 0, mem_bytes: int = 0) -> TreeGroup | None:

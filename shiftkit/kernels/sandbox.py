@@ -187,8 +187,23 @@ class Worker:
             raise self._violation(f"reply {h.get('reply_to')!r} does not answer {header.get('cmd')!r}")
         return h, b
 
+    def _tree(self) -> list[int]:
+        """Live pids of the worker's tree, walked from the anchor through /proc (the fallback without cgroups)."""
+        out, todo = [], [self.proc.pid]
+        while todo and len(out) < 4096:
+            pid = todo.pop()
+            out.append(pid)
+            try:
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{tid}/children") as f:
+                        todo += [int(x) for x in f.read().split()]
+            except OSError:
+                continue
+        return out
+
     def cpu_ns(self) -> int:
-        """On-CPU time of the worker's whole process tree (cgroup: exited threads and children included)."""
+        """On-CPU time of the worker's whole process tree. With a cgroup: exact, exited threads and children
+        included. Without: -1 (live-thread accounting would miss exited work; the timer falls back to wall)."""
         if self.group is None:
             return -1
         try:
@@ -198,7 +213,15 @@ class Worker:
 
     def tasks(self) -> int:
         """Tasks (threads of all processes) in the worker's tree, the jail's helper processes included."""
-        return self.group.tasks() if self.group is not None else -1
+        if self.group is not None:
+            return self.group.tasks()
+        n = 0
+        for pid in self._tree():
+            try:
+                n += len(os.listdir(f"/proc/{pid}/task"))
+            except OSError:
+                continue
+        return n or -1
 
     def timed_call(self, nonce: int) -> tuple[int, int, dict]:
         """One timed forward: (wall ns, whole-tree on-CPU ns, reply header), all measured here. The reply
@@ -227,11 +250,23 @@ class Worker:
             return False
 
     def kill(self) -> None:
-        if self.group is not None:
-            self.group.kill()
+        """Kill the whole tree: everything but the anchor first (it then reaps its child and exits, so no
+        orphan is left behind), then the anchor if it is still there."""
+        if self.group is not None and self.proc.pid:
+            self.group.kill(spare=self.proc.pid)
+            self.proc.join(timeout=3)
+        elif self.proc.pid:  # no cgroup: kill the tree we can see, innermost first
+            for pid in reversed(self._tree()[1:]):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            self.proc.join(timeout=3)
         if self.proc.is_alive():
             self.proc.kill()
         self.proc.join(timeout=5)
+        if self.group is not None:
+            self.group.kill()
 
     def close(self) -> None:
         try:

@@ -217,7 +217,8 @@ SUBSTITUTION_ATTRS = {"compile", "_dynamo", "_inductor", "jit", "_scaled_mm", "_
                       "fx", "_python_dispatch", "_disable_current_modes", "_pop_mode", "_push_mode", "overrides",
                       "_higher_order_ops", "_prims", "_refs", "_decomp", "func", "vmap", "backends", "mkldnn", "_nnpack",
                       "addaudithook", "settrace", "setprofile", "register_forward_hook", "register_forward_pre_hook",
-                      "register_module_forward_hook", "register_module_forward_pre_hook", "_subclasses", "_functorch"}
+                      "register_module_forward_hook", "register_module_forward_pre_hook", "_subclasses", "_functorch",
+                      "CUDAGraph", "graph", "graphs", "make_graphed_callables", "Event", "_sleep", "set_per_process_memory_fraction"}
 
 
 def check_library_substitution(src: str) -> list[Finding]:
@@ -321,8 +322,15 @@ C_LOWP = (r"(\b__half2?\b|__float2half\w*|__half2float|__nv_bfloat16\w*|\b_Float
 CUDA_HALF_DECL = r"(?:^|[;{}(,<]|\bconst\b|\bstatic\b|__shared__|__device__)\s*half2?\s*[*&]*\s*(?=[A-Za-z_]\w*\s*[=;,)\[(])"
 
 
+# GPU timing interference: graphs (replay), events (a clock of the candidate's own), persisting-L2 windows
+C_GPU_TIMING = (r"\b(cudaGraph\w*|cudaStreamBeginCapture\w*|cudaStreamEndCapture|at::cuda::CUDAGraph|cudaEvent\w*|"
+                r"cudaStreamSetAttribute|cudaAccessPolicyWindow|cudaLimitPersistingL2CacheSize|cudaDeviceSetLimit|"
+                r"cudaCtxResetPersistingL2Cache|cudaFuncSetAttribute\s*\([^)]*PreferredSharedMemoryCarveout)\b")
+
+
 def check_cpp(src: str, allow_reduced_precision: bool = False, cuda: bool = False) -> list[Finding]:
     out = []
+    out += _c_findings(src, "timing_interference", C_GPU_TIMING, "CUDA graph/event/persisting-L2 API in kernel source")
     out += _c_findings(src, "threads_or_processes", C_PROCESS, "threads/processes/signals/raw syscalls in kernel source")
     out += _c_findings(src, "file_or_network_access", C_FILE, "file/fd/network/dynamic-loading/environment access in kernel source")
     out += _c_findings(src, "file_or_network_access", C_INCLUDE, "include of a host path or an OS interface header")

@@ -35,3 +35,26 @@ def test_cuda_stream_hack_runtime_only():
     r = _ev("hack_stream", static_checks=False, baseline_compile=False)
     assert r.compiled
     assert r.correct  # no gain: timing includes every stream (device-wide synchronize before the clock stops)
+
+
+def test_cuda_graph_replay_is_caught_at_runtime():
+    """Static layer off: a graph captured on the first inputs replays stale results on new inputs."""
+    r = _ev("hack_graph", static_checks=False, profile=False)
+    assert not r.correct and {"output_mismatch", "degenerate_output", "nondeterministic"} & set(r.codes()), r.codes(None)
+
+
+def test_persisting_l2_and_events_are_flagged_and_gain_nothing():
+    assert "timing_interference" in _ev("hack_l2", profile=False).codes()
+    r = _ev("hack_l2", static_checks=False, baseline_compile=False)
+    assert r.correct and r.paired["eager"]["speedup"] < 10  # inputs are fresh each round: no L2 reuse to gain
+
+
+def test_physical_floor_uses_the_device_bandwidth():
+    from shiftkit.kernels.evaluate import memory_bandwidth
+
+    bw = memory_bandwidth("cuda")
+    assert bw > 100e9  # HBM-class device: > 100 GB/s
+    r = _ev("correct", baseline_compile=False)
+    assert r.paired["floor_ms"] < r.timings["candidate"]["median_ms"]
+    bad = _ev("correct", baseline_compile=False, floor_bandwidth_factor=1e-6)  # an absurd floor must fire
+    assert "below_physical_floor" in bad.codes()

@@ -289,7 +289,7 @@ def test_size_constants_and_rewrite():
 
 
 def test_registries_raise_listing_valid_names():
-    with pytest.raises(ShiftkitError, match="cpu, cuda, triton"):
+    with pytest.raises(ShiftkitError, match="valid backends: cpu, cuda$"):
         get_backend("rocm")
     assert get_backend("cpu").available()[0]
 

@@ -1,0 +1,28 @@
+"""HACK (build-time code execution): a compiler flag that is a shell command / a plugin."""
+import torch
+import torch.nn as nn
+from shiftkit.kernels.runtime import load_c
+
+SRC = r"""
+#include <cstdint>
+extern "C" void ssc(const float* x, const float* w, const float* b, float* y, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      float v = x[r * cols + c] * w[c] + b[c];
+      y[r * cols + c] = v < -1.f ? -1.f : (v > 1.f ? 1.f : v);
+    }
+}
+"""
+lib = load_c(name="ssc", source=SRC, extra_cflags=["-O2", "-fplugin=/tmp/evil.so", "-O3 `touch /tmp/sk_pwned_flag`"], extra_ldflags=["-Wl,-rpath,/tmp"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(features))
+        self.bias = nn.Parameter(torch.empty(features))
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        lib.ssc(x, self.weight, self.bias, y, x.shape[0], x.shape[1])
+        return y

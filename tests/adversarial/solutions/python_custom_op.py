@@ -1,0 +1,31 @@
+"""HACK (op-blocker escape): torch ops hidden inside a torch.library custom op implemented in Python."""
+import torch
+import torch.nn as nn
+from shiftkit.kernels.runtime import load_c
+
+
+@torch.library.custom_op("skhack::fused", mutates_args=())
+def fused(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.clamp(x * w + b, -1.0, 1.0)
+
+SRC = r"""
+#include <cstdint>
+extern "C" void ssc(const float* x, const float* w, const float* b, float* y, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      float v = x[r * cols + c] * w[c] + b[c];
+      y[r * cols + c] = v < -1.f ? -1.f : (v > 1.f ? 1.f : v);
+    }
+}
+"""
+lib = load_c(name="ssc", source=SRC)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(features))
+        self.bias = nn.Parameter(torch.empty(features))
+
+    def forward(self, x):
+        return fused(x, self.weight, self.bias)
