@@ -5,7 +5,9 @@
 * no method package imports another one, except ``agent/`` which may use ``kernels/``;
 * only the CLI (``shiftkit/cli.py``) imports ``shiftkit.recipes``.
 
-The CLI modules (``shiftkit/cli.py`` and ``<package>/cli.py``) only assemble the command line.
+``integrations/`` (adapters of the methods to other frameworks, e.g. TRL) sits beside the methods: it may
+import them, nothing imports it but recipes and the CLI. The CLI modules (``shiftkit/cli.py`` and
+``<package>/cli.py``) only assemble the command line.
 """
 
 import ast
@@ -13,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "shiftkit"
 METHODS = ("opd", "sar", "kernels", "agent")
-MAY_USE = {"agent": {"kernels"}}  # method package -> the method packages it may import
+MAY_USE = {"agent": {"kernels"}, "integrations": set(METHODS)}  # room -> the method packages it may import
 
 
 def imported_modules(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
@@ -40,7 +42,7 @@ def room_of(module: str) -> str | None:
         return "core"
     if parts[1] in ("cli", "__main__"):
         return "cli"
-    if parts[1] in (*METHODS, "recipes"):
+    if parts[1] in (*METHODS, "recipes", "integrations"):
         return parts[1]
     return "core"
 
@@ -66,8 +68,10 @@ def violations(root: Path = ROOT) -> list[str]:
                     bad.append(f"{where} (only shiftkit/cli.py may import recipes)")
             elif src_room == "core" and dst in METHODS:
                 bad.append(f"{where} (the core imports no method package)")
-            elif src_room in METHODS and dst in METHODS and dst not in MAY_USE.get(src_room, set()):
+            elif src_room in (*METHODS, "integrations") and dst in METHODS and dst not in MAY_USE.get(src_room, set()):
                 bad.append(f"{where} ({src_room}/ may not import {dst}/)")
+            elif dst == "integrations" and src_room not in ("cli", "recipes"):
+                bad.append(f"{where} (only recipes and the CLI use integrations/)")
             elif dst == "cli" and not is_cli:
                 bad.append(f"{where} (library code does not import the CLI)")
     return bad
