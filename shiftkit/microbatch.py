@@ -34,6 +34,7 @@ class MicroBatch:
     rows: torch.Tensor  # long indices into the batch
     p_start: int
     t_stop: int
+    scale: float = 1.0  # 0 for a filler that only keeps ranks in step (see micro_batches(d=...))
 
     def rows_of(self, x_B: torch.Tensor) -> torch.Tensor:
         """Per-row tensors (``[B, ...]``, e.g. sequence advantages): this micro-batch's rows."""
@@ -53,13 +54,18 @@ class MicroBatch:
 
 
 def micro_batches(prompt_mask_BP: torch.Tensor, completion_mask_BT: torch.Tensor, token_budget: int | None = None,
-                  *, sort_by_length: bool = False) -> list[MicroBatch]:
+                  *, sort_by_length: bool = False, d=None) -> list[MicroBatch]:
     """Split a batch into micro-batches of at most ``token_budget`` padded tokens each.
 
     A micro-batch's cost is ``rows * (prompt columns + completion columns)`` after trimming its own
     padding. Rows are packed greedily in batch order (``sort_by_length``: longest first, which
     wastes less padding); a single row longer than the budget forms a micro-batch of its own.
     ``token_budget`` None or 0: one micro-batch holding every row (still trimmed).
+
+    ``d`` (a Dist, or anything with ``world``): every rank gets the same number of micro-batches, the
+    largest count over ranks; a rank with fewer repeats its last micro-batch with ``scale=0``
+    (:func:`accumulate` multiplies its loss by 0). FSDP all-gathers parameters in every forward, so
+    ranks running different numbers of forwards would hang.
     """
     if token_budget is not None and token_budget < 0:
         raise ShiftkitError(f"token_budget must be >= 0 (0 = no limit), got {token_budget}")
@@ -89,6 +95,12 @@ def micro_batches(prompt_mask_BP: torch.Tensor, completion_mask_BT: torch.Tensor
         p_keep = max(1, int(p_len_B[rows].max())) if P else 0
         t_keep = max(1, int(c_len_B[rows].max())) if T else 0
         out.append(MicroBatch(rows, P - min(P, p_keep), min(T, t_keep)))
+    if d is not None and getattr(d, "world", 1) > 1:
+        import torch.distributed as dist
+
+        n = torch.tensor(len(out), dtype=torch.long)
+        dist.all_reduce(n, op=dist.ReduceOp.MAX)
+        out += [dataclasses.replace(out[-1], scale=0.0)] * (int(n) - len(out))
     return out
 
 
@@ -107,18 +119,25 @@ def global_counts(completion_mask_BT: torch.Tensor, d=None) -> tuple[torch.Tenso
 
 def accumulate(model: torch.nn.Module, mbs: list[MicroBatch], loss_fn: Callable[[MicroBatch], torch.Tensor],
                world: int = 1) -> torch.Tensor:
-    """``backward()`` of ``loss_fn(mb) * world`` for every micro-batch; returns the summed loss (detached).
+    """``backward()`` of ``loss_fn(mb) * mb.scale * world`` for every micro-batch; returns the summed loss (detached).
 
     ``loss_fn`` must normalise by the global counts (:func:`global_counts`), so the sum of the
     micro-batch losses is the full-batch loss and the accumulated gradient is its gradient. ``world``:
     the data-parallel world size (DDP averages gradients over ranks; losses with global counts are sums).
-    Under DDP the gradient all-reduce runs once, on the last micro-batch (``no_sync`` before it).
+    The gradient reduction across ranks runs once, on the last micro-batch: DDP's ``no_sync`` or
+    FSDP2's ``set_requires_gradient_sync(False)`` before it.
     """
     total = torch.zeros(())
+    fsdp2 = hasattr(model, "set_requires_gradient_sync")
     for i, mb in enumerate(mbs):
-        sync = i == len(mbs) - 1 or not hasattr(model, "no_sync")
-        with contextlib.nullcontext() if sync else model.no_sync():
-            loss = loss_fn(mb)
+        last = i == len(mbs) - 1
+        if fsdp2:
+            model.set_requires_gradient_sync(last)
+            ctx = contextlib.nullcontext()
+        else:
+            ctx = contextlib.nullcontext() if last or not hasattr(model, "no_sync") else model.no_sync()
+        with ctx:
+            loss = loss_fn(mb) * mb.scale
             (loss * world).backward()
         total = total + loss.detach().float().cpu()
     return total

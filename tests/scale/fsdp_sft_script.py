@@ -13,7 +13,8 @@ token count (shiftkit.microbatch.global_counts), so the sharded run must reprodu
 Rank 0 writes the full (gathered) state dict and what ran to ``--out``.
 
     python tests/scale/fsdp_sft_script.py --out one.pt
-    accelerate launch --config_file configs/accelerate/cpu_gloo.yaml tests/scale/fsdp_sft_script.py --out two.pt
+    accelerate launch --config_file configs/accelerate/cpu_gloo.yaml tests/scale/fsdp_sft_script.py --out two.pt \
+        --token-budget 20   # and micro-batches of <= 20 tokens, accumulated
 """
 
 import argparse
@@ -25,13 +26,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--steps", type=int, default=2)
-    ap.add_argument("--local-counts", action="store_true", help="(for a mutant check) normalise per rank")
+    ap.add_argument("--token-budget", type=int, default=0,
+                    help="split each rank's share into micro-batches of this many tokens (accumulated)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     from accelerate import Accelerator
 
     from shiftkit import losses
-    from shiftkit.microbatch import global_counts
+    from shiftkit.microbatch import accumulate, global_counts, micro_batches
     from shiftkit.models import TinyModelSpec, make_tiny_model
 
     acc = Accelerator(cpu=True)
@@ -52,22 +54,33 @@ def main() -> None:
     lengths = [3, 9, 5, 12, 7, 2, 11, 6]  # unequal, so per-rank token counts differ
 
     class _D:  # the Dist.sum the loops use, on accelerate's process group
+        world = W
+
         @staticmethod
         def sum(x):
             t = torch.as_tensor(x, dtype=torch.float64).clone()
             return acc.reduce(t, reduction="sum") if W > 1 else t
 
+    counts = []  # rank 0's (micro-batches, zero-scale fillers) per step
     for step in range(a.steps):
         rows = list(range(4 * step, 4 * step + 4))  # the global batch of this step
         L = max(lengths[i] for i in rows)
         ids = torch.randint(3, 100, (len(rows), L), generator=g)
         mask = torch.tensor([[1] * lengths[i] + [0] * (L - lengths[i]) for i in rows])
         ids, mask = ids[r::W], mask[r::W]
-        n_tok = None if a.local_counts else global_counts(mask[:, 1:], _D)[0]
-        logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]
-        loss = losses.sft_loss(logits, ids[:, 1:], mask[:, 1:], num_tokens=n_tok)
+        n_tok = global_counts(mask[:, 1:], _D)[0]
+        empty = torch.zeros(len(ids), 0, dtype=torch.long)  # SFT: the whole row is the "completion"
+
+        def loss_fn(mb):
+            x, m = mb.completion(ids), mb.completion(mask)
+            logits = model(input_ids=x, attention_mask=m).logits[:, :-1]
+            return losses.sft_loss(logits, x[:, 1:], m[:, 1:], num_tokens=n_tok)
+
         opt.zero_grad(set_to_none=True)
-        (loss * W).backward()  # FSDP averages gradients over ranks; the loss is a global sum / N
+        # FSDP averages gradients over ranks; each loss is a global sum / N, hence * W
+        mbs = micro_batches(empty, mask, a.token_budget, d=_D)  # the same count on every rank
+        accumulate(model, mbs, loss_fn, world=W)
+        counts.append((len(mbs), sum(mb.scale == 0 for mb in mbs)))
         opt.step()
     sharded = [type(p).__name__ == "DTensor" for p in model.parameters()]
     local = sum(p.to_local().numel() if type(p).__name__ == "DTensor" else p.numel() for p in model.parameters())
@@ -80,7 +93,7 @@ def main() -> None:
     if acc.is_main_process:
         torch.save({"state": {k: v.detach().cpu() for k, v in state.items()}, "world": W, "all_sharded": all(sharded),
                     "local_numel": local, "full_numel": sum(v.numel() for v in model.state_dict().values()),
-                    "distributed_type": str(acc.distributed_type)}, a.out)
+                    "distributed_type": str(acc.distributed_type), "micro_batches": counts}, a.out)
     acc.wait_for_everyone()
 
 

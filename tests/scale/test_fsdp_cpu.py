@@ -1,5 +1,7 @@
 """FSDP2 on CPU/gloo: 2 processes under `accelerate launch`, parameters sharded with torch's
-fully_shard, give the same weights after 2 SFT steps as 1 process (1e-5). See the script's
+fully_shard and each rank's share split into token-budget micro-batches (accumulated, unequal counts
+per rank padded with zero-scale fillers), give the same weights after 2 SFT steps as 1 process
+with whole batches (1e-5). See the script's
 docstring for why accelerate's own FSDP config cannot be used on CPU."""
 
 import os
@@ -22,13 +24,15 @@ def test_two_process_fsdp_equals_one_process(tmp_path):
     p1 = subprocess.Popen([sys.executable, str(SCRIPT), "--out", str(one)], env=ENV, stderr=subprocess.PIPE, text=True)
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
               str(ROOT / "configs" / "accelerate" / "cpu_gloo.yaml"), "--main_process_port", "29533", str(SCRIPT),
-              "--out", str(two)]
+              "--out", str(two), "--token-budget", "20"]
     r2 = subprocess.run(launch, env=ENV, capture_output=True, text=True, timeout=300)
     assert p1.wait(timeout=300) == 0, p1.stderr.read()[-3000:]
     assert r2.returncode == 0, r2.stderr[-3000:]
     a, b = torch.load(one), torch.load(two)
     assert a["world"] == 1 and b["world"] == 2
     assert b["all_sharded"] and b["local_numel"] < 0.6 * a["local_numel"]  # really sharded, about half per rank
+    # rank 0: step 0 needs 1 micro-batch but rank 1 needs 2 (one zero-scale filler); step 1 needs 2
+    assert a["micro_batches"] == [(1, 0), (1, 0)] and b["micro_batches"] == [(2, 1), (2, 0)]
     from shiftkit.models import TinyModelSpec, make_tiny_model
 
     spec = TinyModelSpec(hidden_size=32, num_hidden_layers=2, intermediate_size=64, num_attention_heads=4,
