@@ -30,7 +30,28 @@ GRPOConfig fields used: ``temperature`` (sampling; the student and the anchor ar
 teacher and reference at 1), ``epsilon``/``epsilon_high`` (the PPO clip; inactive on-policy, where the
 ratio is 1), ``num_generations``, ``max_completion_length``, ``use_vllm`` and the rest of TRL's
 generation and engine settings. ``beta`` must stay 0 (the KL is :class:`OPDArgs`' ``kl_*``) and
-``loss_type`` is ignored (the loss is shiftkit's).
+``loss_type`` is ignored (the loss is shiftkit's). LoRA: pass TRL's ``peft_config``; the KL anchor
+is a copy of the base student taken before TRL wraps it.
+
+Multi-GPU recipe (written from TRL's documented usage; **not run in this project**, which has no GPU
+in CI; only the CPU path below is tested)::
+
+    from shiftkit.integrations.trl import DirectOPDTrainer, GRPOConfig, OPDArgs
+    args = GRPOConfig(output_dir="runs/opd_trl", per_device_train_batch_size=8, num_generations=4,
+                      max_completion_length=2048, temperature=1.0, learning_rate=1e-6, bf16=True,
+                      use_vllm=True, vllm_mode="colocate")      # or "server" + `trl vllm-serve --model <student>`
+    trainer = DirectOPDTrainer("Qwen/Qwen3-1.7B", "<teacher after RL>", "<teacher before RL>",
+                               opd_args=OPDArgs(reward_mode="student_topk", top_k=16), args=args,
+                               train_dataset=ds)            # a dataset with a "prompt" column
+    trainer.train()
+
+    accelerate launch --config_file configs/accelerate/deepspeed_zero3.yaml train.py   # or fsdp.yaml
+
+Placement: the teacher, its reference and the KL anchor are frozen copies on **every training
+GPU**, prepared like TRL's reference model (sharded under ZeRO-3/FSDP, replicated under ZeRO-2/DDP),
+so budget three extra models per GPU in ``score_dtype`` (fp32 by default, the official setting;
+``score_dtype="bfloat16"`` halves it). With ``vllm_mode="server"`` the generation runs on separate
+GPUs; with ``colocate`` it shares them.
 """
 
 from __future__ import annotations
@@ -47,7 +68,6 @@ from shiftkit.errors import ShiftkitError
 from shiftkit.sampling import forward_logits, score, token_logprobs
 
 try:
-    import trl
     from trl import GRPOConfig, GRPOTrainer
     from trl.models import prepare_deepspeed, prepare_fsdp
 except ImportError as e:  # pragma: no cover - exercised only without the extra
@@ -296,6 +316,3 @@ class DirectOPDTrainer(GRPOTrainer):
             factor *= self.args.steps_per_generation / ga
         return loss * factor
 
-
-def trl_version_ok() -> bool:
-    return trl.__version__ == TRL_VERSION

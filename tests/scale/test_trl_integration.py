@@ -23,7 +23,7 @@ PROMPTS = ["12+3=", "7*8=", "100-1=", "5+5="]
 G, TEMP = 2, 0.9
 
 
-def _trainer(tok, tmp_path, opd_kw, *, teacher_tok=None, max_steps=1):
+def _trainer(tok, tmp_path, opd_kw, *, teacher_tok=None, max_steps=1, lora=False):
     from shiftkit.integrations.trl import DirectOPDTrainer, GRPOConfig, OPDArgs
 
     student = make_tiny_model(PICO, vocab_size=len(tok), seed=0)
@@ -34,8 +34,13 @@ def _trainer(tok, tmp_path, opd_kw, *, teacher_tok=None, max_steps=1):
                       save_strategy="no", max_steps=max_steps, seed=0, learning_rate=1e-3, bf16=False,
                       dataloader_num_workers=0)
     ds = datasets.Dataset.from_dict({"prompt": PROMPTS})
+    kw = {}
+    if lora:  # the student trains LoRA adapters (TRL's peft_config); the anchor is the base model
+        from peft import LoraConfig
+
+        kw["peft_config"] = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     return DirectOPDTrainer(student, teacher, ref, opd_args=OPDArgs(**opd_kw), args=args, train_dataset=ds,
-                            processing_class=tok, teacher_processing_class=teacher_tok, ref_processing_class=tok)
+                            processing_class=tok, teacher_processing_class=teacher_tok, ref_processing_class=tok, **kw)
 
 
 def _native(student, teacher, ref, anchor, inputs, o, alpha0):
@@ -72,31 +77,36 @@ CASES = [
     dict(method="direct_opd", reward_mode="full_vocab", chunk=5),
     dict(method="direct_opd", reward_mode="student_topk", top_k=4, aggregation="seq_mean", top_q=0.5),
     dict(method="vanilla_opd", reward_mode="sampled"),
+    dict(method="direct_opd", reward_mode="student_topk", top_k=4, lora=True),
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c['method']}-{c['reward_mode']}-{c.get('aggregation', 'tok')}")
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c['method']}-{c['reward_mode']}-{c.get('aggregation', 'tok')}"
+                                                  + ("-lora" if c.get("lora") else ""))
 def test_trl_loss_and_grad_equal_native(tok, tmp_path, case):
     o = {**case, "kl_coef": 1.0}
-    tr = _trainer(tok, tmp_path, o)
+    lora = o.pop("lora", False)
+    tr = _trainer(tok, tmp_path, o, lora=lora)
     student = tr.accelerator.unwrap_model(tr.model)
+    params = [p for p in student.parameters() if p.requires_grad]
+    assert lora == (type(student).__name__ == "PeftModel") and (not lora or len(params) < 20)
     with torch.no_grad():  # move the student off its start, so the KL to the anchor has a gradient
-        for p in student.parameters():
+        for p in params:
             p.add_(0.02 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
     tr.model.train()
     rows = [{"prompt": p} for p in PROMPTS[:2] for _ in range(G)]
     inputs = tr._generate_and_score_completions(rows)
     assert int(inputs["completion_mask"].sum()) > 4
     loss = tr.compute_loss(tr.model, inputs)
-    g_trl = torch.autograd.grad(loss, list(student.parameters()))
+    g_trl = torch.autograd.grad(loss, params)
     un = tr.accelerator.unwrap_model
     assert (tr.opd_ref is None) == (o["method"] == "vanilla_opd")
     ref_loss, alpha = _native(student, un(tr.opd_teacher), tr.opd_ref and un(tr.opd_ref), un(tr.opd_anchor),
                               inputs, o, 1.0)
-    g_nat = torch.autograd.grad(ref_loss, list(student.parameters()))
+    g_nat = torch.autograd.grad(ref_loss, params)
     assert tr.opd_alpha == pytest.approx(alpha, abs=1e-12) and alpha != 1.0  # the adaptive KL moved, identically
     assert abs(float(loss) - float(ref_loss)) < 1e-5
-    assert max(float(g.abs().max()) for g in g_nat) > 1e-3
+    assert max(float(g.abs().max()) for g in g_nat) > 1e-3 * (0.1 if lora else 1.0)
     assert max(float((a - b).abs().max()) for a, b in zip(g_trl, g_nat)) < 1e-5
 
 
