@@ -48,6 +48,13 @@ class MicroBatch:
         """Completion-aligned tensors ``[B, T, ...]`` (ids, mask, old log-probs, advantages, candidates)."""
         return x_BT[self.rows.to(x_BT.device)][:, : self.t_stop]
 
+    def put(self, dst_BT: torch.Tensor, x_bt: torch.Tensor) -> torch.Tensor:
+        """Write a per-micro-batch completion result back into the full-batch tensor ``dst_BT``
+        (rows ``self.rows``, columns ``[:t_stop]``; the trimmed padding columns keep ``dst``'s value)."""
+        rows = self.rows.to(dst_BT.device)
+        dst_BT[rows, : self.t_stop] = x_bt.to(dst_BT.dtype)
+        return dst_BT
+
     @property
     def size(self) -> int:
         return int(self.rows.numel())

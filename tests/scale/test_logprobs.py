@@ -216,3 +216,22 @@ def test_model_forward_matches_forward_logits_and_score(pico, tok):
     for a, b in zip(g_out, g_ref):
         _close(a, b)
     _close(LP.score(pico, *args, temperature=TEMP, chunk=3), score(pico, *args, temperature=TEMP))
+
+
+def test_bf16_autocast_chunked_matches_autocast_logits(pico, tok):
+    """Under bf16 autocast the chunked head runs the same bf16 matmul (values identical); its
+    backward runs the head's linear in fp32, so gradients agree to bf16 rounding (< 2% of the max)."""
+    from shiftkit.microbatch import autocast
+
+    p_ids, p_mask = encode_prompts(tok, ["1+1=", "22*3="])
+    c_ids, c_mask = encode_completions(tok, ["2", "66 ok"])
+    args = (p_ids, p_mask, c_ids, c_mask)
+    with autocast("cpu", "bf16"):
+        out = LP.token_logprobs(LP.model_head(pico, *args, temperature=TEMP), c_ids, chunk=3)
+        ref = token_logprobs(forward_logits(pico, *args), c_ids, TEMP)
+    assert torch.equal(out, ref)
+    g_out = torch.autograd.grad((out * c_mask).sum(), list(pico.parameters()))
+    g_ref = torch.autograd.grad((ref * c_mask).sum(), list(pico.parameters()))
+    scale = max(float(g.abs().max()) for g in g_ref)
+    assert all(g.dtype == torch.float32 for g in g_out)
+    assert max(float((a - b).abs().max()) for a, b in zip(g_out, g_ref)) < 0.02 * scale

@@ -48,6 +48,11 @@ def test_budget_packing_and_trimming(batch):
     assert sum(mb.size for mb in MB.micro_batches(p_mask, c_mask, 30, sort_by_length=True)) == len(PROMPTS)
     n_tok, n_seq = MB.global_counts(c_mask)
     assert float(n_tok) == float(c_mask.sum()) and float(n_seq) == len(PROMPTS)  # "" + EOS is one token
+    # put() reassembles per-micro-batch results (e.g. scorer log-probs) into the full [B, T] layout
+    full = torch.full(c_ids.shape, -1.0)
+    for mb in mbs:
+        mb.put(full, mb.completion(c_ids).float())
+    assert torch.equal(torch.where(c_mask.bool(), full, 0.0), torch.where(c_mask.bool(), c_ids.float(), 0.0))
 
 
 @pytest.mark.parametrize("agg,optim", [("token_mean", "sgd"), ("seq_mean", "sgd"), ("token_mean", "adamw"),
