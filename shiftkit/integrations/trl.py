@@ -165,6 +165,8 @@ class DirectOPDTrainer(GRPOTrainer):
         teacher, ref = _load(teacher_model), _load(teacher_ref_model) if direct else None
         # the KL anchor: the student as it starts (a copy taken before TRL wraps it, e.g. in PEFT)
         anchor = copy.deepcopy(student) if opd.kl_mode != "none" else None
+        if anchor is not None:  # an instance-level forward (accelerate/TRL wrappers) would still call the original
+            anchor.__dict__.pop("forward", None)
         super().__init__(student, reward_funcs=reward_funcs if reward_funcs is not None else [no_outcome_reward],
                          args=args, **kwargs)
         if opd.reward_mode == "full_vocab" and direct:

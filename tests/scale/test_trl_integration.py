@@ -105,6 +105,7 @@ def test_trl_loss_and_grad_equal_native(tok, tmp_path, case):
                               inputs, o, 1.0)
     g_nat = torch.autograd.grad(ref_loss, params)
     assert tr.opd_alpha == pytest.approx(alpha, abs=1e-12) and alpha != 1.0  # the adaptive KL moved, identically
+    assert tr._metrics["train"]["opd/kl_k3"][-1] > 1e-4  # the student is off its anchor: the KL term counts
     assert abs(float(loss) - float(ref_loss)) < 1e-5
     assert max(float(g.abs().max()) for g in g_nat) > 1e-3 * (0.1 if lora else 1.0)
     assert max(float((a - b).abs().max()) for a, b in zip(g_trl, g_nat)) < 1e-5
@@ -131,3 +132,49 @@ def test_one_training_step_runs(tok, tmp_path):
     assert max(float((a - b.detach()).abs().max()) for a, b in zip(before, after)) > 1e-5
     logged = tr.state.log_history[0]
     assert "opd/kl_alpha" in logged and "opd/reward_weighted_mean" in logged
+
+
+def test_off_policy_reuse_matches_native_clipped_update(tok, tmp_path):
+    """num_iterations=2: TRL reuses a generation batch after an update. The trainer keeps the old
+    policy's candidate log-probs and the loss is the clipped surrogate (TRL's epsilon 0.2), as the
+    native loop's off-policy path: ids, advantages and old log-probs from the policy that sampled."""
+    from shiftkit.integrations.trl import DirectOPDTrainer, GRPOConfig, OPDArgs
+
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=G,
+                      max_completion_length=8, temperature=TEMP, use_cpu=True, report_to="none", save_strategy="no",
+                      max_steps=1, seed=0, bf16=False, num_iterations=2)
+    mk = lambda s: make_tiny_model(PICO, vocab_size=len(tok), seed=s)  # noqa: E731
+    tr = DirectOPDTrainer(mk(0), mk(1), mk(2), opd_args=OPDArgs(top_k=4, kl_coef=1.0), args=args,
+                          train_dataset=datasets.Dataset.from_dict({"prompt": PROMPTS}), processing_class=tok)
+    student = tr.accelerator.unwrap_model(tr.model)
+    tr.model.train()
+    inputs = tr._generate_and_score_completions([{"prompt": p} for p in PROMPTS[:2] for _ in range(G)])
+    assert "opd_old_logps" in inputs
+    # native off-policy step (shiftkit/opd/loop.py): ids, advantages and old log-probs scored by the
+    # policy that sampled (before "the update" below), then updated by the current one
+    un = tr.accelerator.unwrap_model
+    args4 = (inputs["prompt_ids"], inputs["prompt_mask"], inputs["completion_ids"], inputs["completion_mask"])
+    comp, mask = inputs["completion_ids"], inputs["completion_mask"]
+    n_tok, n_seq = mask.sum(), comp.shape[0]
+    with torch.no_grad():
+        s_det = forward_logits(student, *args4) / TEMP
+        ids = A.opd_candidates("student_topk", s_det, comp, 4)
+        adv, _, _ = A.direct_opd(s_det, forward_logits(un(tr.opd_teacher), *args4),
+                                 forward_logits(un(tr.opd_ref), *args4), ids, mask, mode="student_topk")
+        anchor_lp = score(un(tr.opd_anchor), *args4, temperature=TEMP)
+        old_lp = losses.gather_logprobs(s_det, ids)
+        for p in student.parameters():  # "the update": the policy moves before the batch is reused
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    loss = tr.compute_loss(tr.model, inputs)
+    g_trl = torch.autograd.grad(loss, list(student.parameters()))
+    alpha = A.adaptive_kl_coef(1.0, float(A.weighted_reward_mean(adv, mask)), 0.01, 0.5, 2.5)
+    logits = forward_logits(student, *args4) / TEMP
+    lp_BTK = losses.gather_logprobs(logits, ids)
+    ref_loss, pm = losses.candidate_policy_loss(lp_BTK, old_lp, adv, mask, clip_low=0.2, clip_high=0.2,
+                                                num_tokens=n_tok, num_seqs=n_seq)
+    ref_loss = ref_loss + losses.kl_penalty(token_logprobs(logits, comp), anchor_lp, mask, alpha, "token_mean",
+                                            n_tok, n_seq)[0]
+    g_nat = torch.autograd.grad(ref_loss, list(student.parameters()))
+    assert float(pm["clip_frac"]) > 0  # the clip is active, so the old log-probs matter
+    assert abs(float(loss) - float(ref_loss)) < 1e-5
+    assert max(float((a - b).abs().max()) for a, b in zip(g_trl, g_nat)) < 1e-5
