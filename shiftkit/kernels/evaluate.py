@@ -812,6 +812,10 @@ def _evaluate(p: Problem, s: Solution, config: EvalConfig, res: Result) -> None:
             res.timings, res.paired, res.inconclusive = paired_profile(t, s)
             res.findings += t.findings
             res.correct = not errors(res.findings)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as e:  # a reply we cannot interpret
+        res.findings.append(Finding("protocol_violation", f"malformed reply from the worker: {type(e).__name__}: {str(e)[:300]}", "error", res.stage))
+        res.correct = False
+        res.reason = f"protocol_violation during {res.stage}: {type(e).__name__}"
     except WorkerFailure as e:
         if e.violations:
             ops = ", ".join(f"{k} x{n}" for k, n in sorted(e.violations.items()))

@@ -87,6 +87,26 @@ class IsolationUnavailable(Exception):
     """The sandbox could not be set up (namespaces refused): a harness-side condition, not a finding."""
 
 
+_HEADER_TYPES = {"reply_to": str, "ok": bool, "nonce": int, "kind": str, "error": str, "trace": str, "reused": bool,
+                 "kernel_calls": int, "out_digest": str, "in_digest": str, "inputs_digest": str, "violations": dict,
+                 "isolation_error": str, "isolation": dict, "pid": int, "hello": bool, "stage": str}
+
+
+def header_problem(h: dict) -> str | None:
+    """Pure: why a reply header is not well-formed (wrong type of a known key, oversized strings, a
+    violations map that is not str -> int), else None. Unknown keys are ignored."""
+    for k, t in _HEADER_TYPES.items():
+        if k in h and h[k] is not None and not (isinstance(h[k], t) and not (t is int and isinstance(h[k], bool))):
+            return f"reply field {k!r} has type {type(h[k]).__name__}, expected {t.__name__}"
+    v = h.get("violations") or {}
+    if len(v) > 1000 or not all(isinstance(a, str) and len(a) < 200 and isinstance(n, int) and not isinstance(n, bool)
+                                for a, n in v.items()):
+        return "reply field 'violations' is not a small map of op name -> count"
+    if any(isinstance(x, str) and len(x) > 100_000 for x in h.values()):
+        return "a reply string exceeds 100000 characters"
+    return None
+
+
 _SIG_CODES = {signal.SIGXFSZ: "output_limit", signal.SIGXCPU: "timeout", signal.SIGKILL: "worker_crash"}
 
 
@@ -158,7 +178,11 @@ class Worker:
 
     def recv(self, max_blob: int | None = None) -> tuple[dict, bytes]:
         try:
-            return self.ch.recv(self.deadline, max_blob)
+            h, b = self.ch.recv(self.deadline, max_blob)
+            bad = header_problem(h)
+            if bad:
+                raise wire.ProtocolError(bad)
+            return h, b
         except wire.ChannelTimeout:
             self.killed_for_timeout = True
             self.kill()

@@ -77,6 +77,7 @@ RUNTIME = [
     ("forged_done_frame", SSC, {"protocol_violation"}, {}),
     ("huge_frame", SSC, {"protocol_violation"}, {}),
     ("garbage_frame", SSC, {"protocol_violation"}, {}),
+    ("malformed_header", SSC, {"protocol_violation"}, {}),
     ("persistent_mode", SSC, {"harness_tampering"}, {}),
     ("mutate_allowlist", SSC, {"blocked_torch_op"}, {}),
     ("disable_modes", SSC, {"blocked_torch_op"}, {}),
@@ -87,10 +88,11 @@ RUNTIME = [
     ("fork_bomb", SSC, {"thread_spawned"}, {}),
     ("orphan_daemon", SSC, {"thread_spawned"}, {}),
     ("lazy_thread_output", SSC, {"thread_spawned", "output_mismatch", "lazy_output", "degenerate_output"}, {}),
+    ("lazy_thread_output", SSC, {"lazy_output"}, {"threads": 2}),  # the thread is within the allowance: the digest
 ]
 
 
-@pytest.mark.parametrize("sol,problem,codes,over", RUNTIME, ids=[c[0] for c in RUNTIME])
+@pytest.mark.parametrize("sol,problem,codes,over", RUNTIME, ids=[c[0] + ("_threads2" if c[3] else "") for c in RUNTIME])
 def test_runtime_layers_hold_without_static_checks(sol, problem, codes, over):
     r = _eval(sol, problem, static_checks=False, timeout_s=60, **over)
     assert not r.correct and r.reward == -1.0, r.to_dict()
@@ -221,6 +223,7 @@ BOUNDED = [
     ("partial_frame", {"timeout_s": 10.0}, {"timeout"}),
     ("huge_frame", {"timeout_s": 10.0}, {"protocol_violation"}),
     ("garbage_frame", {"timeout_s": 10.0}, {"protocol_violation"}),
+    ("malformed_header", {"timeout_s": 10.0}, {"protocol_violation"}),
     ("flood_stdout", {"timeout_s": 10.0, "max_output_bytes": 100_000}, {"output_limit"}),
     ("fork_bomb", {"timeout_s": 10.0}, {"thread_spawned", "timeout"}),
     ("orphan_daemon", {"timeout_s": 10.0}, {"thread_spawned"}),

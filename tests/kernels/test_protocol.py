@@ -70,6 +70,18 @@ def test_channel_garbage_and_closed_peer():
     assert ch3.recv(time.monotonic() + 5) == ({"ok": True}, b"12345")
 
 
+def test_reply_header_schema():
+    from shiftkit.kernels.sandbox import header_problem
+
+    assert header_problem({"reply_to": "run", "ok": True, "nonce": 3, "violations": {"aten.mul": 2}}) is None
+    assert header_problem({"x-unknown": [1]}) is None
+    assert "violations" in header_problem({"violations": [1, 2]})
+    assert "violations" in header_problem({"violations": {"aten.mul": "2"}})
+    assert "nonce" in header_problem({"nonce": "7"}) and "nonce" in header_problem({"nonce": True})
+    assert "ok" in header_problem({"ok": 1})
+    assert header_problem({"error": "e" * 200_000}) is not None
+
+
 def test_sample_digest_touches_every_page_and_sees_changes():
     x = torch.zeros(10 * 1024)  # 40 KiB: 10 pages
     d = wire.sample_digest(x, 5)
