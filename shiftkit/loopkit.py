@@ -1,6 +1,6 @@
 """The training kit: the bookkeeping every loop shares, as plain functions (no trainer class, no callbacks).
 
-A loop (``sft.py``, ``rl.py``, ``opd/loop.py``, ``agent/agentic_rl.py``) keeps its step body inline and
+A loop (``sft.py``, ``rl.py``, ``opd/loop.py``, ``agent/rl.py``) keeps its step body inline and
 calls these around it::
 
     d, run = open_run(cfg)                      # threads, Dist, RunDir (a finished run returns its summary)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 
-from shiftkit.agent.agentic_rl import AgenticRLConfig
+from shiftkit.agent.rl import AgenticRLConfig
 from shiftkit.agent.episode import AgentConfig
 from shiftkit.agent.synth import SynthConfig
 from shiftkit.cli import add_config_args, config_from_args
@@ -149,7 +149,7 @@ def cmd_synth(args) -> dict:
 
 
 def cmd_train(args) -> dict:
-    from shiftkit.agent.agentic_rl import run_agentic_rl
+    from shiftkit.agent.rl import run_agentic_rl
 
     return run_agentic_rl(config_from_args(AgenticRLConfig, args))
 

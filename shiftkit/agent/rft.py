@@ -64,10 +64,10 @@ def chat_examples(tok, rows: list[dict], max_len: int = 0) -> list[tuple[list[in
 
 def train_rft(model, tok, rows: list[dict], steps: int, lr: float = 1e-3, batch_size: int = 4, seed: int = 0,
               max_len: int = 0) -> list[float]:
-    """SFT on the kept trajectories, loss on assistant tokens only (:func:`agentic_rl.masked_sft_step`)."""
+    """SFT on the kept trajectories, loss on assistant tokens only (:func:`shiftkit.agent.rl.masked_sft_step`)."""
     import torch
 
-    from shiftkit.agent.agentic_rl import masked_sft_step
+    from shiftkit.agent.rl import masked_sft_step
 
     ex = chat_examples(tok, rows, max_len)
     if not ex:

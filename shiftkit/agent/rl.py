@@ -28,7 +28,6 @@ optimizer in the checkpoint's extra state), ``final/`` and ``DONE``; a killed ru
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import random
@@ -42,8 +41,9 @@ from shiftkit import advantages as A
 from shiftkit import loopkit as kit
 from shiftkit import losses as L
 from shiftkit.agent import toytask as TT
+from shiftkit.agent.critic import ValueModel, critic_error, returns_mc
 from shiftkit.errors import ShiftkitError
-from shiftkit.sampling import _positions, forward_logits, sample, token_logprobs
+from shiftkit.sampling import forward_logits, sample, token_logprobs
 
 # ----------------------------------------------------------------------------- batching
 
@@ -75,25 +75,6 @@ def policy_logp(model, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probs ``[B, T]`` of the rest tokens (and the logits, for entropy)."""
     logits_BTV = forward_logits(model, batch["prompt_BP"], batch["pmask_BP"], batch["rest_BT"], batch["valid_BT"])
     return token_logprobs(logits_BTV, batch["rest_BT"]), logits_BTV
-
-
-class ValueModel(torch.nn.Module):
-    """Critic: a causal-LM backbone (initialised from the policy) and a scalar head. ``V_t`` is read at
-    the position that predicts token ``t`` (the state before generating it), aligned with the policy."""
-
-    def __init__(self, causal_lm):
-        super().__init__()
-        self.backbone = copy.deepcopy(causal_lm.model)
-        self.head = torch.nn.Linear(causal_lm.config.hidden_size, 1)
-        torch.nn.init.zeros_(self.head.weight)
-        torch.nn.init.zeros_(self.head.bias)
-
-    def forward(self, batch: dict) -> torch.Tensor:
-        P = batch["prompt_BP"].shape[1]
-        ids = torch.cat([batch["prompt_BP"], batch["rest_BT"]], 1)
-        mask = torch.cat([batch["pmask_BP"], batch["valid_BT"]], 1)
-        h = self.backbone(input_ids=ids, attention_mask=mask, position_ids=_positions(mask)).last_hidden_state
-        return self.head(h[:, P - 1:-1]).squeeze(-1)
 
 
 def masked_sft_step(model, opt, examples, pad_id: int, grad_clip: float = 1.0) -> float:
@@ -245,19 +226,6 @@ def evaluate_toy(model, tok, problems, max_turns: int, max_new: int, temperature
             "malformed_call_rate": sum(e.malformed_calls > 0 for e in eps) / n}
 
 
-def _returns_mc(rewards_B: torch.Tensor, gen_BT: torch.Tensor) -> torch.Tensor:
-    return torch.where(gen_BT.bool(), rewards_B[:, None].float().expand_as(gen_BT), torch.zeros(gen_BT.shape))
-
-
-def critic_error(critic, batch: dict, rewards_B: torch.Tensor) -> dict:
-    """MSE of V_t against the realised (Monte Carlo, gamma=1) return at every generated token, and the EV."""
-    with torch.no_grad():
-        v = critic(batch)
-    ret = _returns_mc(rewards_B, batch["gen_BT"])
-    return {"mse": float(L.masked_mean((v - ret).pow(2), batch["gen_BT"].bool())),
-            "explained_variance": L.explained_variance(v, ret, batch["gen_BT"])}
-
-
 def value_pretrain(policy, critic, tok, cfg: AgenticRLConfig, copt) -> dict:
     """Fit the critic to GAE targets on rollouts of the frozen policy; report held-out error before/after."""
     G = cfg.group_size
@@ -339,7 +307,7 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
             if cfg.whiten_advantages:
                 adv_BT = A.whiten(adv_BT, gen_BT)
         has_signal = bool((adv_BT != 0).any())  # e.g. GRPO with every group all-right or all-wrong
-        ev_critic = L.explained_variance(old_v_BT, _returns_mc(r_B, gen_BT), gen_BT) if critic is not None else None
+        ev_critic = L.explained_variance(old_v_BT, returns_mc(r_B, gen_BT), gen_BT) if critic is not None else None
         for _ in range(cfg.ppo_epochs):
             logp_BT, logits_BTV = policy_logp(policy, batch)
             loss, pm = L.policy_loss(logp_BT, old_logp_BT, adv_BT, gen_BT, clip_low=cfg.clip_low,

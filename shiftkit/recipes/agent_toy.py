@@ -13,7 +13,7 @@ import json
 import time
 from pathlib import Path
 
-from shiftkit.agent.agentic_rl import AgenticRLConfig, run_agentic_rl
+from shiftkit.agent.rl import AgenticRLConfig, run_agentic_rl
 from shiftkit.config import load_config
 from shiftkit.errors import ShiftkitError
 
@@ -108,7 +108,7 @@ def _kernel_episodes(out: Path, quick: bool) -> tuple[dict, list]:
 def demo_stage(ctx: dict) -> dict:
     import torch
 
-    from shiftkit.agent.agentic_rl import kernel_rl_step
+    from shiftkit.agent.rl import kernel_rl_step
 
     cfg, quick = ctx["cfg"], ctx.get("preset") == "quick"
     out = Path(ctx["out"]) / "agent"

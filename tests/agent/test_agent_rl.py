@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 
 from shiftkit import loopkit
 from shiftkit.agent import toytask as TT
-from shiftkit.agent.agentic_rl import AgenticRLConfig, run_agentic_rl
+from shiftkit.agent.rl import AgenticRLConfig, run_agentic_rl
 
 
 def _cfg(out, warm, **kw) -> AgenticRLConfig:
