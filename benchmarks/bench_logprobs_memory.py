@@ -12,6 +12,10 @@ depends on allocation history, not on what is alive).
 Ops: ``sampled`` = log-prob of the sampled token and its gradient (every loop's update);
 ``full_vocab`` = Direct-OPD's full-vocabulary loss with student, teacher and reference heads.
 ``unchunked`` is what the loops do today (shiftkit.losses / advantages on full logits).
+``update`` = one policy-gradient backward of a small Qwen3 (2 layers, H=128) with the real 49k
+vocabulary on ``R`` rows of 16 prompt + 128 completion tokens: today's path (whole batch,
+``forward_logits``) vs ``shiftkit.microbatch`` micro-batches of <= ``--token-budget`` tokens with
+the chunked head; run at two row counts to show the micro-batched peak does not grow with the batch.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_logprobs_memory.py          # B=2, T=512
     -> benchmarks/results/logprobs_memory.json
@@ -36,6 +40,49 @@ def _rss_kb(field: str) -> int:
         if line.startswith(field + ":"):
             return int(line.split()[1])
     raise RuntimeError(field)
+
+
+def child_update(mode: str, R: int, V: int, chunk: int, budget: int) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    from shiftkit import logprobs as LP
+    from shiftkit import losses
+    from shiftkit import microbatch as MB
+    from shiftkit.models import TinyModelSpec, make_tiny_model
+    from shiftkit.sampling import forward_logits, token_logprobs
+
+    model = make_tiny_model(TinyModelSpec(hidden_size=128, num_hidden_layers=2, intermediate_size=384,
+                                          num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                                          max_position_embeddings=512), vocab_size=V, seed=0)
+    g = torch.Generator().manual_seed(0)
+    P, T = 16, 128
+    p_ids, p_mask = torch.randint(3, V, (R, P), generator=g), torch.ones(R, P, dtype=torch.long)
+    c_ids = torch.randint(3, V, (R, T), generator=g)
+    lens = torch.randint(T // 2, T + 1, (R,), generator=g)
+    c_mask = (torch.arange(T)[None] < lens[:, None]).long()
+    adv = torch.randn(R, T, generator=g)
+    n_tok, _ = MB.global_counts(c_mask)
+    Path("/proc/self/clear_refs").write_text("5")
+    before = _rss_kb("VmRSS")
+    t0 = time.time()
+    if mode == "unchunked":
+        lp = token_logprobs(forward_logits(model, p_ids, p_mask, c_ids, c_mask), c_ids)
+        losses.policy_loss(lp, lp.detach(), adv, c_mask, num_tokens=n_tok)[0].backward()
+        n_mb = 1
+    else:
+        mbs = MB.micro_batches(p_mask, c_mask, budget)
+
+        def loss_fn(mb):
+            head = LP.model_head(model, mb.prompt(p_ids), mb.prompt(p_mask), mb.completion(c_ids), mb.completion(c_mask))
+            lp = LP.token_logprobs(head, mb.completion(c_ids), chunk)
+            return losses.policy_loss(lp, lp.detach(), mb.completion(adv), mb.completion(c_mask), num_tokens=n_tok)[0]
+
+        MB.accumulate(model, mbs, loss_fn)
+        n_mb = len(mbs)
+    secs = time.time() - t0
+    return {"op": "update", "mode": mode, "rows": R, "micro_batches": n_mb,
+            "added_peak_mb": round((_rss_kb("VmHWM") - before) / 1024, 1), "seconds": round(secs, 2)}
 
 
 def child(op: str, mode: str, B: int, T: int, H: int, V: int, chunk: int) -> dict:
@@ -92,6 +139,8 @@ def main(argv=None) -> int:
     ap.add_argument("--H", type=int, default=576)
     ap.add_argument("--V", type=int, default=49152)
     ap.add_argument("--chunk", type=int, default=128, help="positions per chunk")
+    ap.add_argument("--update-rows", type=int, nargs="+", default=[8, 32], help="rows for the model-update op")
+    ap.add_argument("--token-budget", type=int, default=1152, help="micro-batch token budget of the update op")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--child", nargs=2, metavar=("OP", "MODE"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -99,7 +148,10 @@ def main(argv=None) -> int:
         print("error: --B, --T, --H, --V and --chunk must be positive", file=sys.stderr)
         return 2
     if a.child:
-        print(json.dumps(child(*a.child, a.B[0], a.T, a.H, a.V, a.chunk)))
+        if a.child[0] == "update":
+            print(json.dumps(child_update(a.child[1], a.update_rows[0], a.V, a.chunk, a.token_budget)))
+        else:
+            print(json.dumps(child(*a.child, a.B[0], a.T, a.H, a.V, a.chunk)))
         return 0
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT),
            "MALLOC_MMAP_THRESHOLD_": "65536"}
@@ -112,7 +164,15 @@ def main(argv=None) -> int:
                 out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
                 rows.append({"B": B, **json.loads(out.stdout.strip().splitlines()[-1])})
                 print(rows[-1], flush=True)
-    by = {(r["B"], r["op"], r["mode"]): r for r in rows}
+    for R in a.update_rows:
+        for mode in ("unchunked", "chunked"):
+            cmd = [sys.executable, __file__, "--V", str(a.V), "--chunk", str(a.chunk), "--update-rows", str(R),
+                   "--token-budget", str(a.token_budget), "--child", "update", mode]
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(rows[-1], flush=True)
+    by = {(r["B"], r["op"], r["mode"]): r for r in rows if "B" in r}
+    upd = {(r["rows"], r["mode"]): r for r in rows if r["op"] == "update"}
     res = {
         "setting": {"B": a.B, "T": a.T, "H": a.H, "V": a.V, "chunk_positions": a.chunk, "threads": 1,
                     "one_BTV_fp32_mb": {B: round(B * a.T * a.V * 4 / 2**20, 1) for B in a.B},
@@ -124,8 +184,12 @@ def main(argv=None) -> int:
         "ratio_unchunked_over_chunked": {f"{op}_B{B}": round(by[(B, op, "unchunked")]["added_peak_mb"]
                                                              / max(1e-9, by[(B, op, "chunked")]["added_peak_mb"]), 2)
                                          for B in a.B for op in ("sampled", "full_vocab")},
+        "update_unchunked_over_microbatched": {f"rows{R}": round(upd[(R, "unchunked")]["added_peak_mb"]
+                                                                 / max(1e-9, upd[(R, "chunked")]["added_peak_mb"]), 2)
+                                               for R in a.update_rows},
         "command": "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_logprobs_memory.py "
-                   f"--B {' '.join(map(str, a.B))} --T {a.T} --H {a.H} --V {a.V} --chunk {a.chunk}",
+                   f"--B {' '.join(map(str, a.B))} --T {a.T} --H {a.H} --V {a.V} --chunk {a.chunk} "
+                   f"--update-rows {' '.join(map(str, a.update_rows))} --token-budget {a.token_budget}",
     }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res, indent=2) + "\n")
