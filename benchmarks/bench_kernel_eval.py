@@ -7,6 +7,10 @@ Measures
 2. compile time cold vs cached (lean C ABI kernel and a load_inline torch binding);
 3. timing stability: coefficient of variation of the candidate's median over 10 repeated evaluations
    (goal < 3 %), plus speedups vs eager and torch.compile for every correct fixture;
+3b. reward stability (issue #10, section ``rewards``): 3 honest solutions near the +2 threshold and 3 clearly
+   fast or slow, 10 repeated full evaluations each (paired timing vs eager; 1 thread): the flip rate (the
+   fraction of repeats whose reward differs from the mode), the inconclusive count and the CV of the paired
+   speedup, written under ``reward_flip_rate`` and ``paired_ratio_cv``;
 4. the same solutions judged side by side by a re-implementation of KernelBench's harness semantics
    (HEAD 423217d, per cuda_agent.md section 2.3: candidate exec'd in the checker's process, weights by
    seeding, no .eval(), inputs shared (not cloned), reference first, 5 seeded trials, allclose 1e-4, and
@@ -202,6 +206,56 @@ def bench_stability(n: int) -> dict:
             "goal_cv": 0.03, "meets_goal_wall": cv(wall) < 0.03, "meets_goal_cpu": cv(cpu) < 0.03}
 
 
+HON = REPO / "tests" / "adversarial" / "honest"
+REWARD_CASES = [  # (label, problem, solution, kind)
+    ("kb_l1_19_ReLU", "kb_l1_19_ReLU", SOLUTIONS / "kb_l1_19_ReLU" / "correct.py", "near"),
+    ("kb_l1_47_sum", "kb_l1_47_Sum_reduction_over_a_dimension", SOLUTIONS / "kb_l1_47_Sum_reduction_over_a_dimension" / "correct.py", "near"),
+    ("kb_l1_47_tree_half", "kb_l1_47_Sum_reduction_over_a_dimension", HON / "tree_reduction_half.py", "near"),
+    ("fused_bias_relu_residual", "fused_bias_relu_residual", SOLUTIONS / "fused_bias_relu_residual" / "correct.py", "clear"),
+    ("kb_l1_100_HingeLoss", "kb_l1_100_HingeLoss", SOLUTIONS / "kb_l1_100_HingeLoss" / "correct.py", "clear"),
+    ("kb_l1_1_matmul", "kb_l1_1_Square_matrix_multiplication", SOLUTIONS / "kb_l1_1_Square_matrix_multiplication" / "correct.py", "clear"),
+]
+
+
+def bench_rewards(n: int) -> dict:
+    """Repeated full evaluations (paired vs eager, default sampling budget): reward flips and ratio CV."""
+    from collections import Counter
+
+    rows = {}
+    for label, prob, sol, kind in REWARD_CASES:
+        rewards, speed, incon, rounds, secs, reasons = [], [], [], [], [], []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            r = evaluate(PROBLEMS / f"{prob}.py", sol, EvalConfig(baseline_compile=False))
+            secs.append(time.perf_counter() - t0)
+            rewards.append(r.reward)
+            speed.append(r.speedup_eager)
+            incon.append(r.inconclusive)
+            rounds.append(r.paired.get("rounds"))
+            reasons.append(r.reason[:160])
+        mode = Counter(rewards).most_common(1)[0][0]
+        flips = sum(1 for x in rewards if x != mode) / n
+        ok = [x for x in speed if x]
+        rows[label] = {"kind": kind, "rewards": rewards, "mode": mode, "flip_rate": flips,
+                       "inconclusive": sum(incon), "speedup_eager": speed, "paired_ratio_cv": cv(ok) if ok else None,
+                       "rounds": rounds, "reasons": reasons, "seconds_per_eval": statistics.median(secs)}
+        print(f"  {label:28s} {kind:5s} rewards {rewards} flip {flips:.2f} inconclusive {sum(incon)} "
+              f"cv {rows[label]['paired_ratio_cv']:.3f} rounds {rounds}", flush=True)
+    clear = [r for r in rows.values() if r["kind"] == "clear"]
+    near = [r for r in rows.values() if r["kind"] == "near"]
+    return {
+        "repeats": n, "settings": {"baseline_compile": False, "timed_calls": 30, "max_timed_calls": 120, "ci_level": 0.95,
+                                   "margin": 0.05, "timer": "auto (whole-tree CPU time, cgroup)"},
+        "cases": rows,
+        "reward_flip_rate": {"clear_max": max(r["flip_rate"] for r in clear), "near_max": max(r["flip_rate"] for r in near),
+                             "per_case": {k: v["flip_rate"] for k, v in rows.items()},
+                             "goal": "0 for the clear cases, <= 0.10 with inconclusive reported for the near cases"},
+        "paired_ratio_cv": {"max": max(r["paired_ratio_cv"] for r in rows.values()),
+                            "median": statistics.median(r["paired_ratio_cv"] for r in rows.values()),
+                            "per_case": {k: v["paired_ratio_cv"] for k, v in rows.items()}, "goal": 0.03},
+    }
+
+
 def bench_side_by_side() -> list[dict]:
     rows = []
     for tag, prob, kind in SIDE_BY_SIDE:
@@ -225,14 +279,14 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="skip the torch-binding cold build and compile baselines")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "kernel_eval.json"))
     ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--sections", default="compile,throughput,profiles,stability,side",
+    ap.add_argument("--sections", default="compile,throughput,profiles,stability,rewards,side",
                     help="comma list; results merge into an existing --out file")
     args = ap.parse_args()
     sections = set(args.sections.split(","))
     import torch
 
     out_path = Path(args.out)
-    res = json.loads(out_path.read_text()) if out_path.is_file() and sections != {"compile", "throughput", "profiles", "stability", "side"} else {}
+    res = json.loads(out_path.read_text()) if out_path.is_file() and sections != {"compile", "throughput", "profiles", "stability", "rewards", "side"} else {}
     res.setdefault("machine", {}).update({"cpu_count": os.cpu_count(), "torch": torch.__version__,
                                           f"load_avg_start_{'+'.join(sorted(sections))}": os.getloadavg()})
     res["settings"] = {"threads": 1, "trials": 5, "timed_calls": 30, "warmup": 3, "llc_flush": True}
@@ -255,6 +309,12 @@ def main() -> None:
         print("timing stability ...", flush=True)
         res["stability"] = bench_stability(args.repeats)
         print(json.dumps({k: v for k, v in res["stability"].items() if not isinstance(v, list)}), flush=True)
+    if "rewards" in sections:
+        print("reward stability (paired timing) ...", flush=True)
+        res["rewards"] = bench_rewards(args.repeats)
+        res["reward_flip_rate"] = res["rewards"]["reward_flip_rate"]
+        res["paired_ratio_cv"] = res["rewards"]["paired_ratio_cv"]
+        print(json.dumps({"reward_flip_rate": res["reward_flip_rate"], "paired_ratio_cv": res["paired_ratio_cv"]}), flush=True)
     if "side" not in sections:
         res["machine"]["load_avg_end"] = os.getloadavg()
         out_path.parent.mkdir(parents=True, exist_ok=True)

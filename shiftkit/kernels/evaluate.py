@@ -605,6 +605,7 @@ class _Paired:
             order = order[::-1]
         for name in order:
             w = self.parties[name]
+            w.deadline = time.monotonic() + c.timeout_s  # in the timing phase, timeout_s bounds every single call
             c0 = w.cpu_ns()
             _ok(w.request({"cmd": "prep"}, blob, max_blob=0)[0], "prep")
             c1 = w.cpu_ns()
@@ -628,6 +629,7 @@ class _Paired:
         if not self.pending:
             return
         t, w = self.t, self.parties["candidate"]
+        w.deadline = time.monotonic() + self.c.timeout_s
         h, blob = w.request({"cmd": "collect", "outputs": True})
         _ok(h, "collect")
         t.check_header(h, "timing")
@@ -675,6 +677,7 @@ def paired_profile(t: _Trials, solution: Solution | None = None) -> tuple[dict, 
             parties[kind] = w
         warm = wire.dumps_tensors(p.inputs(C.mix_seed(c.seed + 999, c.secret)))
         for name, w in parties.items():
+            w.deadline = time.monotonic() + c.timeout_s
             h, _ = w.request({"cmd": "warmup", "n": c.warmup}, warm, max_blob=0)
             if name == "candidate" and not h.get("ok") and h.get("violations"):
                 t.check_header(h, "warm-up")

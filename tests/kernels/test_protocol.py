@@ -263,6 +263,18 @@ def test_tree_group_counts_cpu_of_exited_children_and_kills_the_tree():
         g.close()
 
 
+def test_physical_floor_fires_below_the_bandwidth_bound():
+    from shiftkit.kernels import EvalConfig, evaluate
+    from shiftkit.kernels.fixtures import PROBLEMS, SOLUTIONS
+
+    cfg = dict(baseline_compile=False, timed_calls=6, max_timed_calls=6, warmup=1)
+    p, s = PROBLEMS / "scale_shift_clamp.py", SOLUTIONS / "scale_shift_clamp" / "correct.py"
+    r = evaluate(p, s, EvalConfig(**cfg, floor_bandwidth_factor=1e-6))  # an absurd bandwidth: floor above any time
+    assert not r.correct and "below_physical_floor" in r.codes(), r.codes(None)
+    ok = evaluate(p, s, EvalConfig(**cfg))
+    assert ok.correct and 0 < ok.paired["floor_ms"] < ok.timings["candidate"]["median_ms"]
+
+
 def test_isolation_unavailable_fails_closed(monkeypatch):
     E = importlib.import_module("shiftkit.kernels.evaluate")
     from shiftkit.kernels.fixtures import PROBLEMS, SOLUTIONS
