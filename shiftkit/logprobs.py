@@ -19,9 +19,11 @@ A :class:`Head` bundles what one model contributes: its hidden states, its outpu
 (and bias) and the temperature. Shapes: ``B`` rows, ``T`` completion positions, ``H`` hidden size,
 ``V`` vocabulary, ``K`` candidates, ``N = B*T`` flattened positions, ``C`` positions per chunk.
 
-Limits: the head must be a plain linear layer (no logit soft-capping). Under FSDP/ZeRO-3 the
-``lm_head`` weight is sharded outside the forward, so there use the model's own logits (or gather
-the head weight first).
+Engines: DDP and FSDP2 (``fully_shard``, the head in the root unit) are tested on CPU/gloo to give
+the 1-process gradient (FSDP2 keeps the root's parameters unsharded between its forward and
+backward, and :func:`model_head` reads the weight after the forward). Not supported: a head that
+is sharded after the forward (DeepSpeed ZeRO-3, FSDP1, an FSDP unit of its own around
+``lm_head``), and heads that are not a plain linear layer (logit soft-capping).
 """
 
 from __future__ import annotations
@@ -100,9 +102,13 @@ def forward_hidden(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, comp
 
 def model_head(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT, *,
                dtype: str | torch.dtype | None = None, temperature: float = 1.0) -> Head:
-    """:func:`forward_hidden` plus the model's output layer, as a :class:`Head`."""
-    w, b = lm_head_of(model)
+    """:func:`forward_hidden` plus the model's output layer, as a :class:`Head`.
+
+    The weight is read *after* the forward: under FSDP2 the root module's parameters (embeddings and
+    head) stay unsharded between its forward and backward, so this is the full ``[V, H]`` tensor.
+    """
     h = forward_hidden(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT, dtype)
+    w, b = lm_head_of(model)
     return Head(h, w, b, temperature)
 
 

@@ -14,7 +14,7 @@ Rank 0 writes the full (gathered) state dict and what ran to ``--out``.
 
     python tests/scale/fsdp_sft_script.py --out one.pt
     accelerate launch --config_file configs/accelerate/cpu_gloo.yaml tests/scale/fsdp_sft_script.py --out two.pt \
-        --token-budget 20   # and micro-batches of <= 20 tokens, accumulated
+        --token-budget 20 --chunked-head   # and micro-batches of <= 20 tokens, and the chunked head
 """
 
 import argparse
@@ -28,10 +28,13 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--token-budget", type=int, default=0,
                     help="split each rank's share into micro-batches of this many tokens (accumulated)")
+    ap.add_argument("--chunked-head", action="store_true",
+                    help="log-probs from hidden states in chunks (shiftkit.logprobs) instead of full logits")
     a = ap.parse_args()
     torch.set_num_threads(1)
     from accelerate import Accelerator
 
+    from shiftkit import logprobs as LP
     from shiftkit import losses
     from shiftkit.microbatch import accumulate, global_counts, micro_batches
     from shiftkit.models import TinyModelSpec, make_tiny_model
@@ -73,6 +76,9 @@ def main() -> None:
 
         def loss_fn(mb):
             x, m = mb.completion(ids), mb.completion(mask)
+            if a.chunked_head:  # under FSDP2 the root's head weight is unsharded between forward and backward
+                head = LP.model_head(model, x[:, :1], m[:, :1], x[:, 1:], m[:, 1:])
+                return losses.aggregate(-LP.token_logprobs(head, x[:, 1:], chunk=4), m[:, 1:], "token_mean", n_tok)
             logits = model(input_ids=x, attention_mask=m).logits[:, :-1]
             return losses.sft_loss(logits, x[:, 1:], m[:, 1:], num_tokens=n_tok)
 

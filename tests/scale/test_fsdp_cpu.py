@@ -1,7 +1,7 @@
 """FSDP2 on CPU/gloo: 2 processes under `accelerate launch`, parameters sharded with torch's
 fully_shard and each rank's share split into token-budget micro-batches (accumulated, unequal counts
-per rank padded with zero-scale fillers), give the same weights after 2 SFT steps as 1 process
-with whole batches (1e-5). See the script's
+per rank padded with zero-scale fillers) and log-probs from the chunked head (shiftkit.logprobs),
+give the same weights after 2 SFT steps as 1 process with whole batches and full logits (1e-5). See the script's
 docstring for why accelerate's own FSDP config cannot be used on CPU."""
 
 import os
@@ -24,7 +24,7 @@ def test_two_process_fsdp_equals_one_process(tmp_path):
     p1 = subprocess.Popen([sys.executable, str(SCRIPT), "--out", str(one)], env=ENV, stderr=subprocess.PIPE, text=True)
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
               str(ROOT / "configs" / "accelerate" / "cpu_gloo.yaml"), "--main_process_port", "29533", str(SCRIPT),
-              "--out", str(two), "--token-budget", "20"]
+              "--out", str(two), "--token-budget", "20", "--chunked-head"]
     r2 = subprocess.run(launch, env=ENV, capture_output=True, text=True, timeout=300)
     assert p1.wait(timeout=300) == 0, p1.stderr.read()[-3000:]
     assert r2.returncode == 0, r2.stderr[-3000:]
