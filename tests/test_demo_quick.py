@@ -5,7 +5,10 @@ import subprocess
 import sys
 import time
 
+import pytest
 
+
+@pytest.mark.slow
 def test_quick_demo_writes_report(tmp_path):
     t0 = time.time()
     p = subprocess.run([sys.executable, "-m", "shiftkit", "demo", "--preset", "quick", "--out", str(tmp_path / "demo"),

@@ -40,6 +40,7 @@ class Killed(Exception):
     pass
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_the_same_weights_and_metrics(tmp_path, varied_reward, monkeypatch):
     warm = tmp_path / "warm"
     ref = run_agentic_rl(_cfg(tmp_path / "ref", warm, save_every=2))

@@ -2,7 +2,10 @@
 
 from types import SimpleNamespace
 
+import pytest
 
+
+@pytest.mark.slow
 def test_demo_stage_quick(tmp_path):
     from shiftkit.recipes.agent_toy import demo_stage
 

@@ -91,6 +91,7 @@ def test_filter_runtime():
     assert ok and CFG.min_ms <= st["eager_ms"] <= CFG.max_ms
 
 
+@pytest.mark.slow
 def test_filter_compile(tmp_path, monkeypatch):
     monkeypatch.setenv("SHIFTKIT_SYNTH_CACHE", str(tmp_path))
     branchy = GOOD.code.replace("        return x\n", "        if x.sum() > 0:\n            x = x * 2\n        return x\n", 1)

@@ -144,6 +144,7 @@ def _cli(*args, **popen_kw):
                             stderr=subprocess.PIPE, text=True, **popen_kw)
 
 
+@pytest.mark.slow
 def test_kill_and_resume_gives_same_weights(add1_model, tmp_path):
     common = ["rl", "--model", add1_model, "tasks=add:1", "steps=14", "prompts_per_step=4", "group_size=4",
               "max_new_tokens=12", "lr=1e-3", "eval_every=0", "threads=1", "progress=false", "save_every=2"]
@@ -166,6 +167,7 @@ def test_kill_and_resume_gives_same_weights(add1_model, tmp_path):
     assert steps == list(range(14))
 
 
+@pytest.mark.slow
 def test_two_process_ddp_equals_one_process(add1_model, tmp_path):
     args = ["rl", "--model", add1_model, "tasks=add:1", "steps=3", "prompts_per_step=4", "group_size=4",
             "max_new_tokens=12", "lr=1e-3", "eval_every=0", "threads=1", "progress=false"]
