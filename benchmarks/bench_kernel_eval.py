@@ -7,8 +7,9 @@ Measures
 2. compile time cold vs cached (lean C ABI kernel and a load_inline torch binding);
 3. timing stability: coefficient of variation of the candidate's median over 10 repeated evaluations
    (goal < 3 %), plus speedups vs eager and torch.compile for every correct fixture;
-3b. reward stability (issue #10, section ``rewards``): 3 honest solutions near the +2 threshold and 3 clearly
-   fast or slow, 10 repeated full evaluations each (paired timing vs eager; 1 thread): the flip rate (the
+3b. reward stability (issue #10, section ``rewards``): 3 honest solutions near a threshold (one vs
+   torch.compile for +3, two vs eager for +2) and 3 clearly fast or slow, 10 repeated full evaluations each
+   (paired timing; 1 thread): the flip rate (the
    fraction of repeats whose reward differs from the mode), the inconclusive count and the CV of the paired
    speedup, written under ``reward_flip_rate`` and ``paired_ratio_cv``;
 4. the same solutions judged side by side by a re-implementation of KernelBench's harness semantics
@@ -206,14 +207,13 @@ def bench_stability(n: int) -> dict:
             "goal_cv": 0.03, "meets_goal_wall": cv(wall) < 0.03, "meets_goal_cpu": cv(cpu) < 0.03}
 
 
-HON = REPO / "tests" / "adversarial" / "honest"
-REWARD_CASES = [  # (label, problem, solution, kind)
-    ("kb_l1_19_ReLU", "kb_l1_19_ReLU", SOLUTIONS / "kb_l1_19_ReLU" / "correct.py", "near"),
-    ("kb_l1_47_sum", "kb_l1_47_Sum_reduction_over_a_dimension", SOLUTIONS / "kb_l1_47_Sum_reduction_over_a_dimension" / "correct.py", "near"),
-    ("kb_l1_47_tree_half", "kb_l1_47_Sum_reduction_over_a_dimension", HON / "tree_reduction_half.py", "near"),
-    ("fused_bias_relu_residual", "fused_bias_relu_residual", SOLUTIONS / "fused_bias_relu_residual" / "correct.py", "clear"),
-    ("kb_l1_100_HingeLoss", "kb_l1_100_HingeLoss", SOLUTIONS / "kb_l1_100_HingeLoss" / "correct.py", "clear"),
-    ("kb_l1_1_matmul", "kb_l1_1_Square_matrix_multiplication", SOLUTIONS / "kb_l1_1_Square_matrix_multiplication" / "correct.py", "clear"),
+REWARD_CASES = [  # (label, problem, solution, kind, compile baseline): "near" = within ~10 % of a threshold
+    ("scale_shift_clamp_vs_compile", "scale_shift_clamp", SOLUTIONS / "scale_shift_clamp" / "correct.py", "near", True),
+    ("kb_l1_19_ReLU", "kb_l1_19_ReLU", SOLUTIONS / "kb_l1_19_ReLU" / "correct.py", "near", False),
+    ("kb_l1_47_sum", "kb_l1_47_Sum_reduction_over_a_dimension", SOLUTIONS / "kb_l1_47_Sum_reduction_over_a_dimension" / "correct.py", "near", False),
+    ("fused_bias_relu_residual", "fused_bias_relu_residual", SOLUTIONS / "fused_bias_relu_residual" / "correct.py", "clear", False),
+    ("kb_l1_100_HingeLoss", "kb_l1_100_HingeLoss", SOLUTIONS / "kb_l1_100_HingeLoss" / "correct.py", "clear", False),
+    ("kb_l1_1_matmul", "kb_l1_1_Square_matrix_multiplication", SOLUTIONS / "kb_l1_1_Square_matrix_multiplication" / "correct.py", "clear", False),
 ]
 
 
@@ -222,29 +222,29 @@ def bench_rewards(n: int) -> dict:
     from collections import Counter
 
     rows = {}
-    for label, prob, sol, kind in REWARD_CASES:
+    for label, prob, sol, kind, with_compile in REWARD_CASES:
         rewards, speed, incon, rounds, secs, reasons = [], [], [], [], [], []
         for _ in range(n):
             t0 = time.perf_counter()
-            r = evaluate(PROBLEMS / f"{prob}.py", sol, EvalConfig(baseline_compile=False))
+            r = evaluate(PROBLEMS / f"{prob}.py", sol, EvalConfig(baseline_compile=with_compile))
             secs.append(time.perf_counter() - t0)
             rewards.append(r.reward)
-            speed.append(r.speedup_eager)
+            speed.append(r.speedup_compile if with_compile else r.speedup_eager)
             incon.append(r.inconclusive)
             rounds.append(r.paired.get("rounds"))
             reasons.append(r.reason[:160])
         mode = Counter(rewards).most_common(1)[0][0]
         flips = sum(1 for x in rewards if x != mode) / n
         ok = [x for x in speed if x]
-        rows[label] = {"kind": kind, "rewards": rewards, "mode": mode, "flip_rate": flips,
-                       "inconclusive": sum(incon), "speedup_eager": speed, "paired_ratio_cv": cv(ok) if ok else None,
+        rows[label] = {"kind": kind, "baseline": "compile" if with_compile else "eager", "rewards": rewards, "mode": mode, "flip_rate": flips,
+                       "inconclusive": sum(incon), "speedup": speed, "paired_ratio_cv": cv(ok) if ok else None,
                        "rounds": rounds, "reasons": reasons, "seconds_per_eval": statistics.median(secs)}
         print(f"  {label:28s} {kind:5s} rewards {rewards} flip {flips:.2f} inconclusive {sum(incon)} "
               f"cv {rows[label]['paired_ratio_cv']:.3f} rounds {rounds}", flush=True)
     clear = [r for r in rows.values() if r["kind"] == "clear"]
     near = [r for r in rows.values() if r["kind"] == "near"]
     return {
-        "repeats": n, "settings": {"baseline_compile": False, "timed_calls": 30, "max_timed_calls": 120, "ci_level": 0.95,
+        "repeats": n, "settings": {"baseline_compile": "only for the vs_compile case", "timed_calls": 30, "max_timed_calls": 120, "ci_level": 0.95,
                                    "margin": 0.05, "timer": "auto (whole-tree CPU time, cgroup)"},
         "cases": rows,
         "reward_flip_rate": {"clear_max": max(r["flip_rate"] for r in clear), "near_max": max(r["flip_rate"] for r in near),

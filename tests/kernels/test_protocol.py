@@ -127,6 +127,14 @@ def test_paired_milestone_reward():
     assert f(True, "below", "above", 0.5, 1.5)[:3:2] == (1.0, False)
 
 
+def test_untimed_work_bound():
+    from shiftkit.kernels.evaluate import untimed_work_bound
+
+    assert untimed_work_bound(1e6, 4e6) == 2e6  # the 2 ms floor
+    assert untimed_work_bound(10e6, 4e6) == 5e6  # half the candidate's own time
+    assert untimed_work_bound(1e6, 20e6) == 5e6  # a quarter of the baseline's outside time
+
+
 # ----------------------------------------------------------------------------- build flags, vendor BLAS
 
 def test_flag_allowlist():
