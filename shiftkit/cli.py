@@ -39,12 +39,79 @@ def add_config_args(p: argparse.ArgumentParser, aliases: dict[str, str] | None =
     ``aliases`` maps a flag (``"--model"``) to the field it sets (``"model"``); ``flag_kw`` may give a
     flag's argparse extras by field name (e.g. ``experts={"nargs": "+"}``).
     """
+    old_help = p._option_string_actions.get("--help")  # replace argparse's -h with one that lists the config keys
+    if old_help is not None and not isinstance(old_help, ConfigHelp):
+        p._handle_conflict_resolve(None, [(o, old_help) for o in old_help.option_strings])
+        p.add_argument("-h", "--help", action=ConfigHelp, nargs=0, help="show this help (and every config key) and exit")
     p.add_argument("--config", "-c", default=None, help="YAML or JSON config file")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     for flag, key in (aliases or {}).items():
         p.add_argument(flag, dest=f"alias:{key}", default=None, help=f"alias of {key}=VALUE",
                        **flag_kw.get(key, {}))
+
+
+def config_class_of(func, depth: int = 0) -> type | None:
+    """The config dataclass a command function passes to :func:`config_from_args` (read from its
+    bytecode: the name loaded right after ``config_from_args``), so ``--help`` lists the keys of the
+    same dataclass the command loads, without running it."""
+    import dataclasses as dc
+    import dis
+    import importlib
+
+    func = getattr(func, "__wrapped__", func)
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return None
+    imported: dict[str, str] = {}
+    module, want = None, None
+    ins = list(dis.get_instructions(code))
+    for i, x in enumerate(ins):
+        if x.opname == "IMPORT_NAME":
+            module = x.argval
+        elif x.opname == "IMPORT_FROM" and module:
+            imported[x.argval] = module
+        elif x.argval in ("config_from_args", "load_config") and x.opname.startswith("LOAD") and i + 1 < len(ins):
+            nxt = ins[i + 1]
+            if nxt.opname.startswith("PUSH_NULL") and i + 2 < len(ins):
+                nxt = ins[i + 2]
+            want = nxt.argval if nxt.opname.startswith("LOAD") else None
+            break
+    if not isinstance(want, str):  # a wrapper (lambda, helper): look one call deeper
+        if depth >= 2:
+            return None
+        for x in ins:
+            if x.opname.startswith("LOAD") and isinstance(x.argval, str):
+                target = func.__globals__.get(x.argval)
+                if target is None and x.argval in imported:
+                    try:
+                        target = getattr(importlib.import_module(imported[x.argval]), x.argval)
+                    except Exception:  # noqa: BLE001
+                        target = None
+                if callable(target) and getattr(target, "__code__", None) is not None and target is not func:
+                    found = config_class_of(target, depth + 1)
+                    if found is not None:
+                        return found
+        return None
+    try:
+        cls = getattr(importlib.import_module(imported[want]), want) if want in imported else func.__globals__.get(want)
+    except Exception:  # noqa: BLE001 - help must never fail
+        return None
+    return cls if isinstance(cls, type) and dc.is_dataclass(cls) else None
+
+
+class ConfigHelp(argparse.Action):
+    """``-h/--help``: the usage, then every config key of the command with its default and meaning."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from shiftkit.config import config_help
+
+        text = parser.format_help()
+        cls = config_class_of(parser.get_default("func"))
+        if cls is not None:
+            text += "\n" + config_help(cls) + "\n"
+        parser._print_message(text, sys.stdout)
+        parser.exit(0)
 
 
 def overrides_of(args: argparse.Namespace) -> dict[str, Any]:

@@ -198,3 +198,49 @@ def load_config(
 def to_dict(cfg: Any) -> dict[str, Any]:
     """A JSON-serialisable dict of a config dataclass."""
     return dataclasses.asdict(cfg)
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The one-line meaning of each field: the ``# comment`` on its line in the class source
+    (the dataclass is the one source of keys, defaults and meanings)."""
+    import inspect
+    import io
+    import tokenize
+
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            src = inspect.getsource(klass)
+        except (OSError, TypeError):
+            continue
+        names = {f.name for f in dataclasses.fields(klass)}
+        line_field: dict[int, str] = {}
+        for i, line in enumerate(src.splitlines(), 1):
+            head = line.strip().split(":", 1)[0].strip()
+            if head in names and line.startswith("    ") and not line.startswith("     "):
+                line_field[i] = head
+        try:
+            for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+                if tok.type == tokenize.COMMENT and tok.start[0] in line_field:
+                    out[line_field[tok.start[0]]] = tok.string.lstrip("#").strip()
+        except (tokenize.TokenError, IndentationError):
+            pass
+    return out
+
+
+def config_help(cls: type) -> str:
+    """``key=default  meaning`` for every field of ``cls`` (for ``--help``)."""
+    docs = field_docs(cls)
+    rows = []
+    for f in dataclasses.fields(cls):
+        d = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        shown = json.dumps(d) if isinstance(d, (list, dict, bool)) or d is None else str(d)
+        rows.append((f"{f.name}={shown}", docs.get(f.name, "")))
+    w = min(36, max(len(a) for a, _ in rows) + 2)
+    lines = [f"config keys of {cls.__name__} (key=default; set with key=value or --config FILE):"]
+    for a, b in rows:
+        lines.append(f"  {a:<{w}}{b}" if len(a) < w else f"  {a}\n  {'':<{w}}{b}")
+    return "\n".join(lines)
+

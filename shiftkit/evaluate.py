@@ -119,38 +119,131 @@ def evaluate_model(
 
 @dataclasses.dataclass
 class ModelEvalConfig:
-    """``shiftkit eval``: one model on the held-out set."""
+    """``shiftkit eval``: one model on a held-out set (the user's data, or the arithmetic tasks)."""
 
-    model: str = ""
-    tasks: list[str] = dataclasses.field(default_factory=lambda: ["add", "mul"])
-    n: int = 100  # held-out problems per domain
-    samples: int = 0  # samples per problem for pass@k (0 = greedy only); k = 1, 2, 4, .. <= samples
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 48
-    seed: int = 0
-    out: str = ""  # optional JSON file for the full result (with per-problem rows)
-    threads: int = 0
+    model: str = ""  # HF model dir or cached hub id
+    # -- data, prompts, reward (shiftkit.data / shiftkit.prompts / shiftkit.rewards) --
+    data: str = ""  # a file, dataset dir, cached hub id, or arith:add,mul (its fixed held-out set)
+    tasks: list[str] = dataclasses.field(default_factory=list)  # shorthand for data=arith:<tasks>
+    split: str = ""  # dataset split ("" = the only one, else test)
+    subset: str = ""  # hub/directory dataset configuration name
+    prompt_key: str = "prompt"  # column with the prompt (a string or chat messages)
+    answer_key: str = "answer"  # column with the reference answer
+    system_prompt: str = ""  # system message added to every prompt
+    shuffle: bool = False  # with max_samples: a seeded subset instead of the first rows
+    max_samples: int = 0  # evaluate at most this many problems (0 = all)
+    chat_template: str = "auto"  # auto (the tokenizer's if it has one) | true (required) | false (raw text)
+    template: str = "{prompt}"  # wraps the user text: a string with {prompt}, or plain | dapo
+    chat_template_kwargs: dict = dataclasses.field(default_factory=dict)  # passed to apply_chat_template
+    reward: list[str] = dataclasses.field(default_factory=list)  # math | exact | arith | format | pkg.module:fn ([] = math; the task checker on arith data)
+    reward_weights: list[float] = dataclasses.field(default_factory=list)  # one weight per reward
+    n: int = 100  # arith data: held-out problems per domain
+    # -- sampling and metrics --
+    greedy: bool = True  # report greedy accuracy (one greedy completion per problem)
+    samples: int = 0  # samples per problem: avg@K and pass@1..pass@K (0 = greedy only)
+    temperature: float = 1.0  # sampling temperature of the K samples (the papers: 0.7)
+    top_p: float = 1.0  # nucleus sampling of the K samples (the papers: 0.95)
+    max_new_tokens: int = 1024  # completion length limit (truncated responses are counted)
+    batch_size: int = 64  # completions generated together
+    seed: int = 0  # sample j of problem i uses a seed from (seed, i, j): batch-invariant
+    out: str = ""  # output: a directory (summary.json + problems.jsonl), or a .json file (+ .jsonl beside it)
+    overwrite: bool = False  # replace an existing out directory that is not an eval output
+    threads: int = 0  # torch threads (0 = torch's default)
 
     def validate(self) -> None:
         if not self.model:
             raise ShiftkitError("eval needs model=<path or hub id> (or --model)")
         if self.n <= 0:
             raise ShiftkitError("eval: n must be positive")
+        if self.samples < 0 or self.batch_size <= 0:
+            raise ShiftkitError("eval: samples must be >= 0 and batch_size positive")
+        if not self.greedy and not self.samples:
+            raise ShiftkitError("eval: greedy=false needs samples=K > 0 (nothing to evaluate)")
+        from shiftkit.data import is_arith
+
+        if self.data and not is_arith(self.data) and self.n != 100:
+            raise ShiftkitError(f"eval: data={self.data} does not read n (the arith held-out size); use max_samples")
 
 
+def _generate(model, tok, inp, examples: list, max_new_tokens: int, batch_size: int, *, greedy: bool,
+              k: int = 1, temperature: float = 1.0, top_p: float = 1.0, seed: int = 0):
+    """``(texts_PK, lengths_PK, eos_PK)``: k completions per example (rendered prompts, per-row seeds)."""
+    from shiftkit.sampling import sample
+
+    flat = [(i, j) for i in range(len(examples)) for j in range(k)]
+    texts, lens, eos = [], [], []
+    for s in range(0, len(flat), batch_size):
+        chunk = flat[s: s + batch_size]
+        prompts = inp.prompts_for([examples[i] for i, _ in chunk])
+        kw = dict(max_new_tokens=max_new_tokens)
+        if greedy:
+            kw["greedy"] = True
+        else:
+            kw.update(temperature=temperature, top_p=top_p, row_seeds=[seed * 1_000_003 + i * 1009 + j for i, j in chunk])
+        r = (sample(model, tok, prompt_ids=prompts, **kw) if prompts and not isinstance(prompts[0], str)
+             else sample(model, tok, prompts, **kw))
+        texts += r.texts
+        lens += r.completion_mask_BT.sum(-1).tolist()
+        eos += r.eos_B.tolist()
+    group = lambda xs: [xs[i * k:(i + 1) * k] for i in range(len(examples))]  # noqa: E731
+    return group(texts), group(lens), group(eos)
+
+
+@torch.no_grad()
+def greedy_eval(model, tok, inp, examples: list, max_new_tokens: int, batch_size: int = 64) -> tuple[dict, list]:
+    """Greedy accuracy (and length/truncation) of ``examples`` under ``inp``'s renderer and rewards."""
+    from shiftkit.metrics import eval_report
+
+    t, ln, e = _generate(model, tok, inp, examples, max_new_tokens, batch_size, greedy=True)
+    return eval_report(examples, inp.rewards, greedy=([x[0] for x in t], [x[0] for x in ln], [x[0] for x in e]))
+
+
+def _write_eval(out: str, summary: dict, rows: list[dict], overwrite: bool) -> dict:
+    from pathlib import Path
+
+    from shiftkit.io import JsonlWriter, atomic_write_json
+    from shiftkit.runs import refuse_foreign_dir
+
+    p = Path(out)
+    if p.suffix == ".json":
+        summary_path, rows_path = p, p.with_suffix(".jsonl")
+    else:
+        refuse_foreign_dir(p, overwrite, marker="summary.json")
+        summary_path, rows_path = p / "summary.json", p / "problems.jsonl"
+    with JsonlWriter(rows_path, append=False) as w:
+        for r in rows:
+            w.write(r)
+    atomic_write_json(summary_path, summary)
+    return {"summary_file": str(summary_path), "problems_file": str(rows_path)}
+
+
+@torch.no_grad()
 def run_eval(cfg: ModelEvalConfig) -> dict:
-    """Evaluate ``cfg.model``; write the full result to ``cfg.out`` if set; return it without per-problem rows."""
-    from shiftkit.io import atomic_write_json
+    """Evaluate ``cfg.model`` on ``cfg.data``: greedy accuracy, avg@K, pass@1..K, response length and
+    truncation; with ``out`` also one JSONL row per problem (prompt, answer, completions, rewards)."""
+    from shiftkit.inputs import prompt_inputs
     from shiftkit.loopkit import set_threads
-    from shiftkit.models import load_model_and_tokenizer
-    from shiftkit.tasks import Mixture, eval_set
+    from shiftkit.metrics import default_ks, eval_report
+    from shiftkit.models import check_tokenizer_matches, load_model_and_tokenizer
 
     set_threads(cfg.threads)
     model, tok = load_model_and_tokenizer(cfg.model)
-    res = evaluate_model(model, tok, eval_set(cfg.tasks, cfg.n), Mixture(cfg.tasks).reward, n_samples=cfg.samples,
-                         temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
-                         seed=cfg.seed, progress=True)
+    check_tokenizer_matches(model, tok, cfg.model)
+    model.eval()
+    inp = prompt_inputs(cfg, tok, "eval", eval_n=cfg.n, for_eval=True, model_path=cfg.model)
+    examples = list(inp.ds.items)
+    t0 = time.time()
+    greedy = samples = None
+    if cfg.greedy:
+        t, ln, e = _generate(model, tok, inp, examples, cfg.max_new_tokens, cfg.batch_size, greedy=True)
+        greedy = ([x[0] for x in t], [x[0] for x in ln], [x[0] for x in e])
+    if cfg.samples:
+        samples = _generate(model, tok, inp, examples, cfg.max_new_tokens, cfg.batch_size, greedy=False,
+                            k=cfg.samples, temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed)
+    summary, rows = eval_report(examples, inp.rewards, greedy=greedy, samples=samples,
+                                ks=default_ks(cfg.samples) if cfg.samples else None)
+    summary.update({"data": inp.ds.name, "reward": inp.rewards.describe(), "prompts": inp.renderer.describe(),
+                    "eval_seconds": time.time() - t0})
     if cfg.out:
-        atomic_write_json(cfg.out, res)
-    return {k: v for k, v in res.items() if k != "per_problem"}
+        summary.update(_write_eval(cfg.out, summary, rows, cfg.overwrite))
+    return summary

@@ -26,6 +26,7 @@ import dataclasses
 import math
 import os
 import random
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -130,19 +131,21 @@ def needs_old_logprobs(clip_low: float, clip_high: float, ppo_epochs: int, top_p
     return bool(clip_low) or bool(clip_high) or ppo_epochs > 1 or top_p < 1.0
 
 
-def rollout(model, tok, prompts_P: list[str], group_size: int, seed: int, step: int, d: Dist, *,
+def rollout(model, tok, prompts_P: list, group_size: int, seed: int, step: int, d: Dist, *,
             max_new_tokens: int, temperature: float, top_p: float = 1.0):
     """``group_size`` samples of this rank's share of the prompts, each row seeded by :func:`row_seed`.
 
+    A prompt is a string or its token ids (what :meth:`shiftkit.prompts.PromptRenderer.ids` gives).
     Returns ``(mine, roll)``: the prompt indices this rank took and the :class:`~shiftkit.sampling.Rollouts`
     (row ``k * G + j`` is sample ``j`` of prompt ``mine[k]``).
     """
     mine = d.shard(list(range(len(prompts_P))))
     prompts = [prompts_P[i] for i in mine for _ in range(group_size)]
     seeds = [row_seed(seed, step, i, j) for i in mine for j in range(group_size)]
-    roll = sample(model, tok, prompts, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                  row_seeds=seeds)
-    return mine, roll
+    kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, row_seeds=seeds)
+    if prompts and not isinstance(prompts[0], str):
+        return mine, sample(model, tok, prompt_ids=[list(p) for p in prompts], **kw)
+    return mine, sample(model, tok, prompts, **kw)
 
 
 # ------------------------------------------------------------------------------ the run around the steps
@@ -157,29 +160,121 @@ class RunState:
     start: int  # the first step to run (> 0 after a resume)
     extra: dict  # the checkpoint's extra state (e.g. OPD's adaptive KL coefficient)
     log: Any  # metrics.jsonl writer (main rank) or None
-    bar: Any  # tqdm bar or None
+    bar: Any  # tqdm bar, LineProgress, or None
     t_start: float
     first_eval: dict | None = None
+    samples: Any = None  # samples.jsonl writer (main rank) or None
+    trackers: list = dataclasses.field(default_factory=list)  # accelerate trackers (report_to)
 
 
-def open_run(cfg) -> tuple[Dist, RunDir]:
-    """Threads, the process group and the run directory of ``cfg`` (``threads``, ``out``, ``overwrite``)."""
+def open_run(cfg, d: Dist | None = None) -> tuple[Dist, RunDir]:
+    """Threads, the process group and the run directory of ``cfg`` (``threads``, ``out``, ``overwrite``).
+
+    Call it only after the inputs loaded and validated: it writes ``config.json``. A finished run
+    with the same config says so on stderr (and the caller returns its summary)."""
     set_threads(cfg.threads)
-    return Dist(), RunDir(cfg.out, to_dict(cfg), overwrite=cfg.overwrite)
+    d = d or Dist()
+    run = RunDir(cfg.out, to_dict(cfg), overwrite=cfg.overwrite)
+    if run.done and d.is_main:
+        print(f"run {run.path} is already finished ({cfg.steps} steps); returning its summary "
+              "(overwrite=true to start over)", file=sys.stderr)
+    return d, run
 
 
-def resume(run: RunDir, model, opt, d: Dist, steps: int, desc: str, progress: bool) -> RunState:
-    """Load the latest checkpoint (if any) into ``model``/``opt``; open metrics.jsonl and the progress bar."""
+class LineProgress:
+    """A progress bar for non-terminals: one log line every ``every`` steps (or 30 s), no carriage returns."""
+
+    def __init__(self, total: int, initial: int, desc: str, stream=None):
+        self.total, self.n, self.desc = total, initial, desc
+        self.every = max(1, total // 20)
+        self.stream = stream or sys.stderr
+        self.postfix: dict = {}
+        self.t0 = self.t_last = time.time()
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        now = time.time()
+        if self.n % self.every == 0 or self.n == self.total or now - self.t_last > 30:
+            self.t_last = now
+            extra = " ".join(f"{k}={v}" for k, v in self.postfix.items())
+            print(f"{self.desc}: step {self.n}/{self.total} ({now - self.t0:.0f}s) {extra}".rstrip(),
+                  file=self.stream, flush=True)
+
+    def set_postfix(self, **kw) -> None:
+        self.postfix = kw
+
+    def close(self) -> None:
+        pass
+
+
+def progress_bar(total: int, initial: int, desc: str, stream=None):
+    """tqdm on a terminal, :class:`LineProgress` otherwise (a redirected log stays line-based)."""
+    stream = stream or sys.stderr
+    if getattr(stream, "isatty", lambda: False)():
+        from tqdm import tqdm
+
+        return tqdm(total=total, initial=initial, desc=desc, leave=False, file=stream)
+    return LineProgress(total, initial, desc, stream)
+
+
+def make_trackers(report_to: str, run: RunDir, config: dict) -> list:
+    """accelerate's trackers for ``report_to=tensorboard|wandb`` (comma-separated; "" or none = off)."""
+    names = [n.strip() for n in (report_to or "").split(",") if n.strip() and n.strip() != "none"]
+    if not names:
+        return []
+    try:
+        from accelerate import tracking
+    except ImportError:
+        raise ShiftkitError(f"report_to={report_to} needs accelerate: pip install accelerate") from None
+    out = []
+    for n in names:
+        if n == "tensorboard":
+            try:
+                import tensorboard  # noqa: F401
+            except ImportError:
+                try:
+                    import tensorboardX  # noqa: F401
+                except ImportError:
+                    raise ShiftkitError("report_to=tensorboard needs tensorboard: pip install tensorboard") from None
+            t = tracking.TensorBoardTracker(run.path.name, str(run.path / "tensorboard"))
+        elif n == "wandb":
+            try:
+                import wandb  # noqa: F401
+            except ImportError:
+                raise ShiftkitError("report_to=wandb needs wandb: pip install wandb") from None
+            t = tracking.WandBTracker(run.path.name)
+        else:
+            raise ShiftkitError(f"report_to={n}: use tensorboard, wandb or none")
+        t.store_init_configuration({k: v for k, v in config.items() if isinstance(v, (int, float, str, bool))})
+        out.append(t)
+    return out
+
+
+def resume(run: RunDir, model, opt, d: Dist, steps: int, desc: str, progress: bool, report_to: str = "") -> RunState:
+    """Load the latest checkpoint (if any) into ``model``/``opt``; open metrics.jsonl, samples.jsonl,
+    the trackers and the progress bar. A resume says from which step it continues."""
+    from shiftkit.io import JsonlWriter, truncate_jsonl
+
     start, extra = 0, {}
     if (ck := run.latest_checkpoint()) is not None:
         start, extra = run.load_trainer_state(ck, model, opt)
+        if d.is_main:
+            print(f"resuming {run.path} from step {start} (checkpoint {ck.name})", file=sys.stderr)
     log = run.metrics_writer(start) if d.is_main else None
-    bar = None
-    if progress and d.is_main:
-        from tqdm import tqdm
+    samples = None
+    if d.is_main:
+        truncate_jsonl(run.path / "samples.jsonl", lambda r: r.get("step", -1) < start)
+        samples = JsonlWriter(run.path / "samples.jsonl")
+    trackers = make_trackers(report_to, run, run.config) if d.is_main else []
+    bar = progress_bar(steps, start, desc) if progress and d.is_main else None
+    return RunState(run, d, start, extra, log, bar, time.time(), samples=samples, trackers=trackers)
 
-        bar = tqdm(total=steps, initial=start, desc=desc, leave=False)
-    return RunState(run, d, start, extra, log, bar, time.time())
+
+def write_samples(st: RunState, step: int, every: int, make_rows: Callable[[], list[dict]]) -> None:
+    """Every ``every`` steps (and the first), append ``make_rows()`` to ``samples.jsonl`` (main rank)."""
+    if st.samples is not None and every > 0 and (step % every == 0):
+        for r in make_rows():
+            st.samples.write(r)
 
 
 def first_eval(st: RunState, eval_fn: Callable[[], dict] | None, **keys) -> None:
@@ -196,6 +291,8 @@ def log_step(st: RunState, step: int, row: dict, steps: int, eval_every: int, ev
         row.update(eval_fn())
     if st.log:
         st.log.write(row)
+    for t in st.trackers:
+        t.log({k: v for k, v in row.items() if isinstance(v, (int, float)) and k != "step"}, step=step)
     if st.bar:
         st.bar.update(1)
         if postfix:
@@ -221,6 +318,10 @@ def close_run(st: RunState, model, tok, summary: dict, row: dict) -> dict:
     if st.d.is_main:
         if st.log:
             st.log.close()
+        if st.samples:
+            st.samples.close()
+        for t in st.trackers:
+            t.finish()
         st.run.finish(model, tok, summary)
     st.d.barrier()
     return summary

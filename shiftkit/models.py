@@ -172,7 +172,29 @@ def check_model_source(name: str | os.PathLike, what: str = "model") -> str:
         return str(p)
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise ShiftkitError(f"{what} directory not found: {name}")
-    return name  # a hub id; from_pretrained will look in the local cache
+    return cached_hub_model(name, what)
+
+
+def cached_hub_model(repo_id: str, what: str = "model") -> str:
+    """The local snapshot directory of a hub model id that is already in the HF cache.
+
+    Nothing is downloaded (and no network retries are spent): an uncached id is an error naming
+    the cache directory.
+    """
+    import os
+
+    from huggingface_hub import constants, snapshot_download
+
+    cache = os.environ.get("HF_HUB_CACHE") or constants.HF_HUB_CACHE
+    try:
+        snap = snapshot_download(repo_id, local_files_only=True, cache_dir=cache)
+    except Exception:  # noqa: BLE001 - LocalEntryNotFoundError, bad repo ids: not a cached model
+        raise ShiftkitError(
+            f"{what} '{repo_id}' is no local directory and not in the local HF cache ({cache}); nothing is "
+            f"downloaded at run time: run `hf download {repo_id}` first, or pass a save_pretrained directory") from None
+    if not (Path(snap) / "config.json").is_file():
+        raise ShiftkitError(f"{what} '{repo_id}' is cached at {snap} but has no config.json")
+    return snap
 
 
 def load_tokenizer(name: str | os.PathLike):
@@ -182,7 +204,7 @@ def load_tokenizer(name: str | os.PathLike):
     try:
         with quiet_hf():
             tok = AutoTokenizer.from_pretrained(src)
-    except (OSError, ValueError) as e:
+    except Exception as e:  # noqa: BLE001 - a broken tokenizer file is a user error
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ShiftkitError(f"cannot load tokenizer from '{src}': {msg}") from None
     if tok.pad_token_id is None:
@@ -201,9 +223,11 @@ def load_model(name: str | os.PathLike, dtype: str | torch.dtype = "float32", de
     try:
         with quiet_hf():
             model = AutoModelForCausalLM.from_pretrained(src, dtype=resolve_dtype(dtype))
-    except (OSError, ValueError) as e:
+    except Exception as e:  # noqa: BLE001 - a corrupt/truncated checkpoint is a user error, not a traceback
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ShiftkitError(f"cannot load model from '{src}': {msg}") from None
+        hint = " (corrupt or truncated checkpoint?)" if "safetensors" in type(e).__module__.lower() or any(
+            w in msg.lower() for w in ("header", "incomplete", "deserializ", "truncat", "corrupt")) else ""
+        raise ShiftkitError(f"cannot load model from '{src}': {msg}{hint}") from None
     return model.to(device)
 
 
@@ -217,6 +241,27 @@ def check_vocab(model, tokenizer, where: str = "") -> None:
             f"tokenizer has {n_tok} tokens but the model{loc} embeds only {n_emb}; "
             "use the tokenizer saved with this model"
         )
+
+
+def check_tokenizer_matches(model, tokenizer, where: str = "") -> None:
+    """The tokenizer belongs to the model: it fits the embedding matrix and its special tokens are the
+    model config's (the single-model part of OPD's preflight; SFT and RL call it too)."""
+    check_vocab(model, tokenizer, where)
+    loc = f" at '{where}'" if where else ""
+    cfg = getattr(model, "config", None)
+    for attr in ("eos_token_id", "bos_token_id"):
+        want = getattr(cfg, attr, None)
+        have = getattr(tokenizer, attr, None)
+        if want is None or have is None:
+            continue
+        wants = set(want) if isinstance(want, (list, tuple)) else {want}
+        gen = getattr(model, "generation_config", None)
+        g = getattr(gen, attr, None) if gen is not None else None
+        wants |= set(g) if isinstance(g, (list, tuple)) else ({g} if g is not None else set())
+        if have not in wants:
+            raise ShiftkitError(
+                f"the tokenizer{loc} does not belong to the model: its {attr.replace('_id', '')} is id {have}, the "
+                f"model's config says {sorted(wants)}; use the tokenizer saved with this model")
 
 
 def load_model_and_tokenizer(name: str | os.PathLike, dtype: str | torch.dtype = "float32",

@@ -27,34 +27,53 @@ from shiftkit.sampling import Rollouts, forward_logits, score, token_logprobs
 
 @dataclasses.dataclass
 class GRPOConfig:
-    model: str = ""  # HF model dir or hub id (the policy's start and the KL reference)
-    out: str = "runs/rl"
-    tasks: list[str] = dataclasses.field(default_factory=lambda: ["add", "mul"])
-    steps: int = 60
-    prompts_per_step: int = 16
-    group_size: int = 8
-    max_new_tokens: int = 48
-    temperature: float = 1.0
-    top_p: float = 1.0
-    lr: float = 6e-5
-    warmup: int = 0
-    schedule: str = "constant"
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
+    model: str = ""  # HF model dir or cached hub id (the policy's start and the KL reference)
+    out: str = "runs/rl"  # run directory (config.json, metrics.jsonl, samples.jsonl, checkpoints/, final/)
+    # -- data, prompts, reward (shiftkit.data / shiftkit.prompts / shiftkit.rewards) --
+    data: str = ""  # prompts: a .jsonl/.json/.parquet/.csv file, a dataset dir, a cached hub id, or arith:add,mul
+    tasks: list[str] = dataclasses.field(default_factory=list)  # shorthand for data=arith:<tasks> (the toy tasks)
+    split: str = ""  # dataset split ("" = the only one, else train)
+    subset: str = ""  # hub/directory dataset configuration name
+    prompt_key: str = "prompt"  # column with the prompt (a string or chat messages)
+    answer_key: str = "answer"  # column with the reference answer (reaches rewards as `answer`)
+    system_prompt: str = ""  # system message added to every prompt
+    shuffle: bool = True  # seeded shuffle of the rows and of each epoch
+    max_samples: int = 0  # keep at most this many rows (0 = all)
+    eval_split: str = ""  # held-out rows for periodic eval: a split name or a fraction (user data only)
+    chat_template: str = "auto"  # auto (the tokenizer's if it has one) | true (required) | false (raw text)
+    template: str = "{prompt}"  # wraps the user text: a string with {prompt}, or plain | dapo
+    chat_template_kwargs: dict = dataclasses.field(default_factory=dict)  # passed to apply_chat_template
+    reward: list[str] = dataclasses.field(default_factory=list)  # math | exact | arith | format | pkg.module:fn ([] = math; the task checker on arith data)
+    reward_weights: list[float] = dataclasses.field(default_factory=list)  # one weight per reward (default 1.0 each)
+    # -- GRPO --
+    steps: int = 200  # optimizer steps
+    prompts_per_step: int = 16  # prompts per step (each sampled group_size times)
+    group_size: int = 8  # completions per prompt (the GRPO group)
+    max_new_tokens: int = 1024  # completion length limit
+    temperature: float = 1.0  # sampling temperature (log-probs are scored at it too)
+    top_p: float = 1.0  # nucleus sampling
+    lr: float = 1e-6  # peak learning rate (AdamW)
+    warmup: int = 0  # linear warm-up steps
+    schedule: str = "constant"  # constant | cosine | linear (after warm-up)
+    weight_decay: float = 0.0  # AdamW weight decay on matrices
+    grad_clip: float = 1.0  # gradient-norm clip (0 = off)
     aggregation: str = "token_mean"  # token_mean | seq_mean
     adv_scale: str = "std"  # std (GRPO) | none (Dr. GRPO)
     clip_low: float = 0.0  # PPO clip; 0 = no lower clip (and clip_high 0 too: no clipping, REINFORCE surrogate)
     clip_high: float = 0.0  # 0 = same as clip_low
-    ppo_epochs: int = 1
+    ppo_epochs: int = 1  # passes over each batch
     kl_coef: float = 0.0  # k3 KL to the reference (the starting model); 0 = no reference model
     kl_clamp: bool = True  # clamp the k3 log-ratio to [-20, 20] and the k3 to 10, as verl's low_var_kl
-    seed: int = 0
-    eval_every: int = 20
-    eval_n: int = 100  # held-out problems per domain
-    save_every: int = 0
-    threads: int = 0
-    overwrite: bool = False
-    progress: bool = True
+    seed: int = 0  # every draw is a function of (seed, step)
+    eval_every: int = 20  # greedy eval on the held-out rows every N steps (arith data or eval_split; 0 = off)
+    eval_n: int = 100  # arith data: held-out problems per domain
+    save_every: int = 50  # resumable checkpoint every N steps (0 = only the final model)
+    samples_every: int = 10  # write the first samples_n rollouts to samples.jsonl every N steps (0 = off)
+    samples_n: int = 4  # rollouts per samples.jsonl dump
+    report_to: str = "none"  # none | tensorboard | wandb (through accelerate's trackers)
+    threads: int = 0  # torch threads (0 = torch's default)
+    overwrite: bool = False  # replace an existing out directory
+    progress: bool = True  # progress bar (periodic log lines when stderr is not a terminal)
 
     def validate(self) -> None:
         if not self.model:
@@ -65,6 +84,28 @@ class GRPOConfig:
             raise ShiftkitError(f"rl: aggregation must be token_mean or seq_mean, got '{self.aggregation}'")
         if self.adv_scale not in ("std", "none"):
             raise ShiftkitError(f"rl: adv_scale must be std or none, got '{self.adv_scale}'")
+        check_unread(self, "rl")
+
+
+def check_unread(cfg, command: str) -> None:
+    """Keys the run would not read, given the data, are errors (not silent no-ops)."""
+    from shiftkit.data import is_arith
+
+    if cfg.tasks and cfg.data:
+        raise ShiftkitError(f"{command}: give data=... or tasks=... (shorthand for data=arith:...), not both")
+    arith = bool(cfg.tasks) or is_arith(cfg.data)
+    defaults = {f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default)
+                for f in dataclasses.fields(cfg)}
+    unread = []
+    if arith:
+        unread += [k for k in ("split", "subset", "prompt_key", "answer_key", "max_samples", "eval_split", "shuffle")
+                   if hasattr(cfg, k) and getattr(cfg, k) != defaults[k]]
+    elif cfg.data:
+        unread += [k for k in ("eval_n",) if hasattr(cfg, k) and getattr(cfg, k) != defaults[k]]
+    if unread:
+        why = "arith data is generated" if arith else "eval_n counts arith held-out problems"
+        raise ShiftkitError(f"{command}: data={cfg.data or 'arith:' + ','.join(cfg.tasks)} does not read "
+                            f"{', '.join(unread)} ({why}); leave {'it' if len(unread) == 1 else 'them'} at the default")
 
 
 def rollout_stats(roll: Rollouts) -> dict:
@@ -72,22 +113,33 @@ def rollout_stats(roll: Rollouts) -> dict:
     return {"response_len": float(m.sum(-1).mean()), "eos_rate": float(roll.eos_B.float().mean())}
 
 
-def run_grpo(cfg: GRPOConfig) -> dict:
-    from shiftkit.models import load_model_and_tokenizer
-    from shiftkit.tasks import Mixture, eval_set
+def load_policy(path: str, device):
+    """The model and tokenizer of a training run, the tokenizer checked against the model."""
+    from shiftkit.models import check_tokenizer_matches, load_model_and_tokenizer
 
-    mixture = Mixture(cfg.tasks)
-    d, run = kit.open_run(cfg)
+    model, tok = load_model_and_tokenizer(path, device=device)
+    check_tokenizer_matches(model, tok, path)
+    return model, tok
+
+
+def run_grpo(cfg: GRPOConfig) -> dict:
+    from shiftkit.dist import Dist
+    from shiftkit.inputs import prompt_inputs, samples_rows
+
+    kit.set_threads(cfg.threads)
+    d = Dist()
+    model, tok = load_policy(cfg.model, d.device)
+    inp = prompt_inputs(cfg, tok, "rl", eval_n=cfg.eval_n, model_path=cfg.model, want_eval=cfg.eval_every > 0)
+    rewards = inp.rewards
+    d, run = kit.open_run(cfg, d)  # nothing is written before the model, data and reward load and validate
     if run.done:
         return run.summary()
-    model, tok = load_model_and_tokenizer(cfg.model, device=d.device)
     ref = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     model.train()
     opt = kit.make_optimizer(model, cfg.lr, cfg.weight_decay)
-    st = kit.resume(run, model, opt, d, cfg.steps, f"grpo {Path(cfg.out).name}", cfg.progress)
+    st = kit.resume(run, model, opt, d, cfg.steps, f"grpo {Path(cfg.out).name}", cfg.progress, cfg.report_to)
     ddp_model = d.wrap(model)
-    eval_fn = kit.held_out_eval(model, tok, eval_set(cfg.tasks, cfg.eval_n) if cfg.eval_every else [],
-                                mixture.reward, cfg.max_new_tokens)
+    eval_fn = held_out_eval(model, tok, inp, cfg.max_new_tokens) if cfg.eval_every else None
     kit.first_eval(st, eval_fn)
     clip_low = cfg.clip_low or None
     clip_high = (cfg.clip_high or cfg.clip_low) or None
@@ -96,13 +148,17 @@ def run_grpo(cfg: GRPOConfig) -> dict:
     row: dict = {}
     for step in range(st.start, cfg.steps):
         t0 = time.time()
-        problems = kit.draw_prompts(lambda rng: mixture.sample(rng, "train"), cfg.seed, step, P)
-        mine, roll = kit.rollout(model, tok, [p.prompt for p in problems], G, cfg.seed, step, d,
+        problems = inp.ds.draw(cfg.seed, step, P)
+        mine, roll = kit.rollout(model, tok, inp.prompts_for(problems), G, cfg.seed, step, d,
                                  max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p)
         t_sample = time.time() - t0
-        rewards_B = torch.tensor([mixture.reward(problems[i], roll.texts[k * G + j])
-                                  for k, i in enumerate(mine) for j in range(G)])
-        adv_B = advantages.group_advantages(rewards_B, G, cfg.adv_scale)
+        ex_B = [problems[i] for i in mine for _ in range(G)]
+        res = rewards.score(ex_B, roll.texts, step=step,
+                            completion_ids=[x[m.bool()].tolist() for x, m in
+                                            zip(roll.completion_ids_BT, roll.completion_mask_BT)])
+        scorable_B = torch.tensor(res.scorable)
+        rewards_B = torch.tensor(res.total).nan_to_num(0.0)
+        adv_B = advantages.group_advantages(rewards_B, G, cfg.adv_scale) * scorable_B
         mask_BT = roll.completion_mask_BT
         adv_BT = adv_B[:, None].expand_as(mask_BT).to(d.device)
         args = (roll.prompt_ids_BP, roll.prompt_mask_BP, roll.completion_ids_BT, mask_BT)
@@ -130,12 +186,42 @@ def run_grpo(cfg: GRPOConfig) -> dict:
         with torch.no_grad():
             ent = losses.masked_mean(losses.entropy_from_logits(logits_BTV.detach()), mask_BT)
         stats = {"reward": float(d.sum(rewards_B.sum()) / n_seq), **rollout_stats(roll)}
-        row = {"step": step, "loss": float(loss.detach()), **stats, "entropy": float(ent), "kl": float(kl_mean),
-               "clip_frac": float(pm["clip_frac"]), "grad_norm": gnorm, "lr": opt.param_groups[0]["lr"],
+        per_reward = {k: v for k, v in res.metrics.items() if k.startswith("rewards/")}
+        row = {"step": step, "loss": float(loss.detach()), **stats, **per_reward, "entropy": float(ent),
+               "kl": float(kl_mean), "clip_frac": float(pm["clip_frac"]), "grad_norm": gnorm,
+               "lr": opt.param_groups[0]["lr"],
                "frac_groups_with_signal": float((rewards_B.view(-1, G).std(-1) > 0).float().mean()),
                "time/sample": t_sample, "time/score": t_score, "time/update": t_update, "step_time": time.time() - t0}
+        kit.write_samples(st, step, cfg.samples_every, lambda: samples_rows(
+            step, ex_B, roll.texts, {"total": res.total, **({} if len(res.per_reward) == 1 else res.per_reward)},
+            adv_B.tolist(), cfg.samples_n))
         kit.log_step(st, step, row, cfg.steps, cfg.eval_every, eval_fn, reward=f"{row['reward']:.2f}")
         kit.checkpoint(st, step, cfg.steps, cfg.save_every, model, tok, opt)
     summary = {"out": str(run.final), "steps": cfg.steps, "train_seconds": time.time() - st.t_start,
                "final_reward": row.get("reward")}
     return kit.close_run(st, model, tok, summary, row)
+
+
+def held_out_eval(model, tok, inp, max_new_tokens: int):
+    """``eval_fn`` for the kit on the run's held-out rows (None without any): the toy tasks' greedy
+    accuracy on arith data, else greedy accuracy under the run's rewards on the ``eval_split`` rows."""
+    if not inp.eval_items:
+        return None
+    if inp.arith:
+        from shiftkit.inputs import TaskRewards
+
+        if isinstance(inp.rewards, TaskRewards):
+            reward_fn = inp.rewards.mixture.reward
+        else:  # e.g. reward=arith on arith data: the run's own rewards on the held-out problems
+            by_problem = {id(e.problem): e for e in inp.eval_items}
+
+            def reward_fn(p, text):
+                return float(inp.rewards.score([by_problem[id(p)]], [text]).total[0] > 0)
+        return kit.held_out_eval(model, tok, [e.problem for e in inp.eval_items], reward_fn, max_new_tokens)
+    from shiftkit.evaluate import greedy_eval
+
+    def eval_fn() -> dict:
+        summary, _ = greedy_eval(model, tok, inp, inp.eval_items, max_new_tokens)
+        return {f"eval/{k}": v for k, v in summary.items()}
+
+    return eval_fn

@@ -29,10 +29,11 @@ class RunDir:
     def __init__(self, path: str | Path, config: dict[str, Any], overwrite: bool = False,
                  ignore_keys: tuple[str, ...] = ("steps", "eval_every", "save_every", "threads", "progress")):
         self.path = Path(path)
+        cfg_path = self.path / "config.json"
+        refuse_foreign_dir(self.path, overwrite, marker="config.json")
         if overwrite and self.path.exists():
             shutil.rmtree(self.path)
         ensure_writable_dir(self.path)
-        cfg_path = self.path / "config.json"
         if cfg_path.exists():
             old = json.loads(cfg_path.read_text())
             diff = sorted(k for k in set(old) | set(config)
@@ -42,6 +43,11 @@ class RunDir:
                     f"run directory {self.path} holds a run with a different config (keys: {', '.join(diff)}); "
                     "use another out directory or overwrite=true"
                 )
+            if self.done and "steps" in config and old.get("steps") != config.get("steps"):
+                raise ShiftkitError(
+                    f"run {self.path} is already finished ({old.get('steps')} steps); it is not extended to "
+                    f"{config.get('steps')} steps: train from {self.path / 'final'} into a new out directory, "
+                    "or pass overwrite=true to start over")
         atomic_write_json(cfg_path, config)
         self.config = config
 
@@ -104,6 +110,19 @@ class RunDir:
 
     def summary(self) -> dict[str, Any]:
         return read_summary(self.path)
+
+
+def refuse_foreign_dir(path: str | Path, overwrite: bool, marker: str = "config.json") -> None:
+    """An existing non-empty directory that is not one of ours (no ``marker`` file) is refused unless
+    ``overwrite``: ``--out`` must never silently replace a user's directory."""
+    p = Path(path)
+    if overwrite or not p.exists():
+        return
+    if p.is_file():
+        raise ShiftkitError(f"out {p} is a file; pass a directory")
+    if any(p.iterdir()) and not (p / marker).exists():
+        raise ShiftkitError(f"out directory {p} exists and is not a shiftkit output (no {marker}); "
+                            "pass another out, or overwrite=true to replace it")
 
 
 def read_summary(run_dir: str | Path) -> dict[str, Any]:

@@ -1,14 +1,16 @@
 """Supervised fine-tuning: one readable loop.
 
-Data is either the toy world's traces (generated per step from ``(seed, step)``, with the
-systematic-mistake rate ``error_rate``) or a JSONL file of ``{"prompt", "completion"}`` rows. The
-loss is token-mean cross-entropy on completion tokens only (the EOS included).
+Data comes through :mod:`shiftkit.data` (``data=``): TRL's prompt/completion, ``messages`` or
+plain ``text`` rows from a file, dataset directory or cached hub id, rendered by
+:mod:`shiftkit.prompts` (the chat template when the tokenizer has one) and cut to ``max_length``;
+or ``data=arith:add,mul`` (``tasks=add,mul``), the toy world's traces generated per step from
+``(seed, step)`` with the systematic-mistake rate ``error_rate``. The loss is token-mean
+cross-entropy on completion tokens only (the EOS / end-of-turn included).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import random
 import time
 from pathlib import Path
 
@@ -17,100 +19,112 @@ import torch
 from shiftkit import loopkit as kit
 from shiftkit import losses
 from shiftkit.errors import ShiftkitError
-from shiftkit.io import read_jsonl
-from shiftkit.sampling import encode_completions, encode_prompts, forward_logits
+from shiftkit.prompts import left_pad, right_pad
+from shiftkit.sampling import forward_logits
 
 
 @dataclasses.dataclass
 class SFTConfig:
-    model: str = ""  # HF model dir / hub id to fine-tune; or empty with init=weak|strong
-    init: str = ""  # create a tiny model from scratch: weak | strong
-    out: str = "runs/sft"
-    tasks: list[str] = dataclasses.field(default_factory=lambda: ["add", "mul"])
-    data: str = ""  # JSONL with prompt/completion rows (instead of generated toy traces)
-    error_rate: float = 0.6  # share of traces with the systematic mistake (toy data only)
-    steps: int = 600
-    batch_size: int = 64
-    lr: float = 3e-3
-    warmup: int = 50
-    schedule: str = "cosine"
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
-    seed: int = 0
-    save_every: int = 0
-    eval_every: int = 0
-    eval_n: int = 100  # held-out problems per domain for periodic eval
-    max_new_tokens: int = 48
-    threads: int = 0
-    overwrite: bool = False
-    progress: bool = True
+    model: str = ""  # HF model dir / cached hub id to fine-tune; or empty with init=weak|strong
+    init: str = ""  # create a tiny model from scratch: weak | strong (the toy world)
+    out: str = "runs/sft"  # run directory (config.json, metrics.jsonl, checkpoints/, final/)
+    # -- data and prompts (shiftkit.data / shiftkit.prompts) --
+    data: str = ""  # prompt/completion, messages or text rows: a file, dataset dir, cached hub id; or arith:add,mul
+    tasks: list[str] = dataclasses.field(default_factory=list)  # shorthand for data=arith:<tasks> (toy traces)
+    split: str = ""  # dataset split ("" = the only one, else train)
+    subset: str = ""  # hub/directory dataset configuration name
+    prompt_key: str = "prompt"  # prompt column of prompt/completion rows
+    completion_key: str = "completion"  # completion column of prompt/completion rows
+    system_prompt: str = ""  # system message added to every prompt
+    shuffle: bool = True  # seeded shuffle of the rows and of each epoch
+    max_samples: int = 0  # keep at most this many rows (0 = all)
+    eval_split: str = ""  # held-out rows: a split name or a fraction (reported as eval/loss)
+    max_length: int = 2048  # prompt + completion tokens; longer completions are cut, longer prompts dropped
+    chat_template: str = "auto"  # auto (the tokenizer's if it has one) | true (required) | false (raw text)
+    template: str = "{prompt}"  # wraps the user text: a string with {prompt}, or plain | dapo
+    chat_template_kwargs: dict = dataclasses.field(default_factory=dict)  # passed to apply_chat_template
+    error_rate: float = 0.6  # arith data: share of traces with the systematic mistake
+    # -- optimisation --
+    steps: int = 600  # optimizer steps
+    batch_size: int = 64  # rows per step
+    lr: float = 2e-5  # peak learning rate (AdamW)
+    warmup: int = 50  # linear warm-up steps
+    schedule: str = "cosine"  # constant | cosine | linear (after warm-up)
+    weight_decay: float = 0.01  # AdamW weight decay on matrices
+    grad_clip: float = 1.0  # gradient-norm clip (0 = off)
+    seed: int = 0  # every draw is a function of (seed, step)
+    save_every: int = 100  # resumable checkpoint every N steps (0 = only the final model)
+    eval_every: int = 0  # every N steps: greedy accuracy (arith data) or eval/loss (eval_split); 0 = off
+    eval_n: int = 100  # arith data: held-out problems per domain for periodic eval
+    max_new_tokens: int = 48  # arith data: completion limit of the periodic greedy eval
+    report_to: str = "none"  # none | tensorboard | wandb (through accelerate's trackers)
+    threads: int = 0  # torch threads (0 = torch's default)
+    overwrite: bool = False  # replace an existing out directory
+    progress: bool = True  # progress bar (periodic log lines when stderr is not a terminal)
 
     def validate(self) -> None:
+        from shiftkit.data import is_arith
+
         if not self.model and self.init not in ("weak", "strong"):
             raise ShiftkitError("sft needs model=<path or hub id> or init=weak|strong")
+        if self.model and self.init:
+            raise ShiftkitError("sft: give model=... (fine-tune) or init=weak|strong (a new tiny model), not both")
         if self.steps <= 0 or self.batch_size <= 0:
             raise ShiftkitError("sft: steps and batch_size must be positive")
         if not 0.0 <= self.error_rate <= 1.0:
             raise ShiftkitError(f"sft: error_rate must be in [0, 1], got {self.error_rate}")
+        if self.tasks and self.data:
+            raise ShiftkitError("sft: give data=... or tasks=... (shorthand for data=arith:...), not both")
+        arith = bool(self.tasks) or is_arith(self.data)
+        if self.data and not arith and self.error_rate != 0.6:
+            raise ShiftkitError(f"sft: data={self.data} does not read error_rate (it applies to arith traces only)")
+        if self.data and not arith and (self.eval_n != 100 or self.max_new_tokens != 48):
+            raise ShiftkitError(f"sft: data={self.data} does not read eval_n / max_new_tokens (arith eval only)")
 
 
-def _load_rows(path: str) -> list[tuple[str, str]]:
-    p = Path(path)
-    rows = read_jsonl(p)
-    pairs = []
-    for i, r in enumerate(rows, 1):
-        if "prompt" not in r or "completion" not in r:
-            raise ShiftkitError(f"{p}:{i}: each row needs 'prompt' and 'completion'")
-        pairs.append((str(r["prompt"]), str(r["completion"])))
-    if not pairs:
-        raise ShiftkitError(f"dataset {p} is empty")
-    return pairs
-
-
-def _init_model(cfg: SFTConfig):
-    from shiftkit.models import STRONG_SPEC, WEAK_SPEC, check_vocab, load_model_and_tokenizer, make_char_tokenizer, make_tiny_model
+def _init_model(cfg: SFTConfig, device):
+    from shiftkit.models import STRONG_SPEC, WEAK_SPEC, check_vocab, make_char_tokenizer, make_tiny_model
+    from shiftkit.rl import load_policy
 
     if cfg.model:
-        return load_model_and_tokenizer(cfg.model)
+        return load_policy(cfg.model, device)
     tok = make_char_tokenizer()
     model = make_tiny_model(WEAK_SPEC if cfg.init == "weak" else STRONG_SPEC, vocab_size=len(tok), seed=cfg.seed)
     check_vocab(model, tok)
     return model, tok
 
 
-def batch_for_step(cfg: SFTConfig, step: int, rows, mixture) -> list[tuple[str, str]]:
-    rng = random.Random(f"sft:{cfg.seed}:{step}")
-    if rows is not None:
-        return [rows[rng.randrange(len(rows))] for _ in range(cfg.batch_size)]
-    out = []
-    for _ in range(cfg.batch_size):
-        p = mixture.sample(rng, "train")
-        out.append((p.prompt, mixture.trace(p, rng, cfg.error_rate)))
-    return out
+def encode_batch(inp, rows, max_length: int, device):
+    """Prompt (left-padded) and completion (right-padded) ids of SFT rows, and the truncation counts."""
+    enc, stats = inp.renderer.encode_sft_batch(rows, max_length)
+    pad = inp.renderer.tok.pad_token_id
+    p_ids, p_mask = left_pad([e.prompt_ids for e in enc], pad, device)
+    c_ids, c_mask = right_pad([e.completion_ids for e in enc], pad, device)
+    return p_ids, p_mask, c_ids, c_mask, stats
 
 
 def run_sft(cfg: SFTConfig) -> dict:
-    from shiftkit.tasks import Mixture, eval_set
+    from shiftkit.dist import Dist
+    from shiftkit.inputs import sft_inputs
 
-    rows = _load_rows(cfg.data) if cfg.data else None
-    mixture = Mixture(cfg.tasks)
-    d, run = kit.open_run(cfg)
+    kit.set_threads(cfg.threads)
+    d = Dist()
+    torch.manual_seed(cfg.seed)
+    model, tok = _init_model(cfg, d.device)
+    inp = sft_inputs(cfg, tok, cfg.model)
+    d, run = kit.open_run(cfg, d)  # nothing is written before the model and data load and validate
     if run.done:
         return run.summary()
-    torch.manual_seed(cfg.seed)
-    model, tok = _init_model(cfg)
     model.to(d.device).train()
     opt = kit.make_optimizer(model, cfg.lr, cfg.weight_decay)
-    st = kit.resume(run, model, opt, d, cfg.steps, f"sft {Path(cfg.out).name}", cfg.progress)
+    st = kit.resume(run, model, opt, d, cfg.steps, f"sft {Path(cfg.out).name}", cfg.progress, cfg.report_to)
     ddp_model = d.wrap(model)
-    evals = eval_set(cfg.tasks, cfg.eval_n) if (cfg.eval_every and rows is None) else []
-    eval_fn = kit.held_out_eval(model, tok, evals, mixture.reward, cfg.max_new_tokens)
+    eval_fn = _eval_fn(cfg, model, tok, inp, d) if cfg.eval_every else None
     row: dict = {}
     for step in range(st.start, cfg.steps):
         t0 = time.time()
-        batch = d.shard(batch_for_step(cfg, step, rows, mixture))
-        p_ids, p_mask = encode_prompts(tok, [p for p, _ in batch], d.device)
-        c_ids, c_mask = encode_completions(tok, [c for _, c in batch], add_eos=True, device=d.device)
+        batch = d.shard(inp.ds.draw_sft(cfg.seed, step, cfg.batch_size))
+        p_ids, p_mask, c_ids, c_mask, cut = encode_batch(inp, batch, cfg.max_length if not inp.arith else 0, d.device)
         n_tok = d.sum(c_mask.sum())
         logits_BTV = forward_logits(ddp_model, p_ids, p_mask, c_ids, c_mask)
         loss = losses.sft_loss(logits_BTV, c_ids, c_mask, num_tokens=n_tok)
@@ -118,8 +132,34 @@ def run_sft(cfg: SFTConfig) -> dict:
         gnorm = kit.optimizer_step(loss, model, opt, d, cfg.grad_clip)
         row = {"step": step, "loss": float(loss.detach()), "grad_norm": gnorm, "lr": opt.param_groups[0]["lr"],
                "step_time": time.time() - t0}
+        if not inp.arith:
+            row.update({"rows_truncated": cut["truncated"], "rows_dropped": cut["dropped"]})
         kit.log_step(st, step, row, cfg.steps, cfg.eval_every, eval_fn, loss=f"{row['loss']:.3f}")
         kit.checkpoint(st, step, cfg.steps, cfg.save_every, model, tok, opt)
     summary = {"out": str(run.final), "steps": cfg.steps, "final_loss": row.get("loss"),
                "train_seconds": time.time() - st.t_start}
     return kit.close_run(st, model, tok, summary, row)
+
+
+def _eval_fn(cfg: SFTConfig, model, tok, inp, d):
+    if inp.arith:
+        from shiftkit.tasks import Mixture
+
+        return kit.held_out_eval(model, tok, [e.problem for e in inp.eval_items], Mixture(inp.ds.names).reward,
+                                 cfg.max_new_tokens)
+    if getattr(inp.ds, "eval", None) is None:
+        return None
+    rows = list(inp.ds.eval.items)
+
+    @torch.no_grad()
+    def eval_fn() -> dict:
+        tot, n = 0.0, 0
+        for s in range(0, len(rows), cfg.batch_size):
+            p_ids, p_mask, c_ids, c_mask, _ = encode_batch(inp, rows[s: s + cfg.batch_size], cfg.max_length, d.device)
+            k = int(c_mask.sum())
+            tot += float(losses.sft_loss(forward_logits(model, p_ids, p_mask, c_ids, c_mask), c_ids, c_mask,
+                                         num_tokens=torch.tensor(k))) * k
+            n += k
+        return {"eval/loss": tot / max(n, 1)}
+
+    return eval_fn

@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import json
+import sys
 import time
 from pathlib import Path
 
@@ -56,9 +56,26 @@ class OPDConfig:
     teacher_ref: str = ""  # the same weak model before RL
     method: str = "direct_opd"  # direct_opd | vanilla_opd | grpo (baselines)
     stages: list[dict] = dataclasses.field(default_factory=list)  # composition: [{teacher, teacher_ref, steps, ...}]
-    out: str = "runs/opd"
-    tasks: list[str] = dataclasses.field(default_factory=lambda: ["add", "mul"])
-    prompts: str = ""  # optional prompt file (JSONL with "prompt", or one prompt per line) instead of tasks
+    out: str = "runs/opd"  # run directory (config.json, metrics.jsonl, samples.jsonl, checkpoints/, final/)
+    # -- data, prompts, reward (shiftkit.data / shiftkit.prompts / shiftkit.rewards) --
+    data: str = ""  # prompts: a .jsonl/.json/.parquet/.csv/.txt file, a dataset dir, a cached hub id, or arith:add,mul
+    prompts: str = ""  # alias of data= (a prompt file: JSONL with a prompt column, or .txt with one per line)
+    tasks: list[str] = dataclasses.field(default_factory=list)  # shorthand for data=arith:<tasks> (the toy tasks)
+    split: str = ""  # dataset split ("" = the only one, else train)
+    subset: str = ""  # hub/directory dataset configuration name
+    prompt_key: str = "prompt"  # column with the prompt (a string or chat messages)
+    answer_key: str = "answer"  # column with the reference answer (only read by a reward)
+    system_prompt: str = ""  # system message added to every prompt
+    shuffle: bool = True  # seeded shuffle of the rows and of each epoch
+    max_samples: int = 0  # keep at most this many rows (0 = all)
+    chat_template: str = "auto"  # auto (the tokenizer's if it has one) | true (required) | false (raw text)
+    template: str = "{prompt}"  # wraps the user text: a string with {prompt}, or plain | dapo
+    chat_template_kwargs: dict = dataclasses.field(default_factory=dict)  # passed to apply_chat_template
+    reward: list[str] = dataclasses.field(default_factory=list)  # optional outcome reward, logged (and mixed in with grpo_weight)
+    reward_weights: list[float] = dataclasses.field(default_factory=list)  # one weight per reward
+    samples_every: int = GRPOConfig.samples_every  # write rollouts with their per-token Delta summary to samples.jsonl every N steps
+    samples_n: int = GRPOConfig.samples_n  # rollouts per samples.jsonl dump
+    report_to: str = GRPOConfig.report_to  # none | tensorboard | wandb (through accelerate's trackers)
     steps: int = GRPOConfig.steps
     prompts_per_step: int = GRPOConfig.prompts_per_step  # official: 128
     samples_per_prompt: int = 4  # official n = 4
@@ -116,8 +133,13 @@ class OPDConfig:
             raise ShiftkitError(f"opd: top_q must be in (0, 1], got {self.top_q}")
         if self.aggregation not in losses.AGGREGATIONS:
             raise ShiftkitError(f"opd: aggregation must be token_mean or seq_mean, got '{self.aggregation}'")
-        if self.grpo_weight and (self.samples_per_prompt < 2 or self.prompts):
-            raise ShiftkitError("opd: grpo_weight needs task prompts (no prompts file) and samples_per_prompt >= 2")
+        if self.grpo_weight and self.samples_per_prompt < 2:
+            raise ShiftkitError("opd: grpo_weight needs samples_per_prompt >= 2 (the GRPO group)")
+        if self.prompts and (self.data or self.tasks):
+            raise ShiftkitError("opd: prompts= is an alias of data=; give one source (data, prompts or tasks)")
+        from shiftkit.rl import check_unread
+
+        check_unread(dataclasses.replace(self, data=self.data or self.prompts, prompts=""), "opd")
         unread = [k for k in UNREAD.get(self.method, ()) if getattr(self, k) != _DEFAULTS[k]]
         if unread:
             raise ShiftkitError(f"opd: method={self.method} does not read {', '.join(unread)} (leave "
@@ -168,63 +190,51 @@ _DEFAULTS = {f.name: (f.default_factory() if f.default_factory is not dataclasse
              for f in dataclasses.fields(OPDConfig)}
 
 
-def read_prompt_file(path: str) -> list[str]:
-    p = Path(path)
-    if not p.is_file():
-        raise ShiftkitError(f"prompt file not found: {p}")
-    out = []
-    for i, line in enumerate(p.read_text().splitlines()):
-        if not line.strip():
-            continue
-        if p.suffix == ".jsonl":
-            try:
-                out.append(json.loads(line)["prompt"])
-            except (json.JSONDecodeError, KeyError, TypeError):
-                raise ShiftkitError(f"{p}:{i + 1}: expected a JSON object with a \"prompt\" key") from None
-        else:
-            out.append(line)
-    return out
+def with_data(cfg: OPDConfig) -> OPDConfig:
+    """``prompts=FILE`` is ``data=FILE`` (and reads only the file)."""
+    return dataclasses.replace(cfg, data=cfg.prompts, prompts="") if cfg.prompts else cfg
 
 
 class PromptSource:
-    """Training prompts: task problems (with a reward) or a fixed prompt list (no reward)."""
+    """The training prompts of a run (the data layer's source), drawn as the GRPO loop draws them."""
 
     def __init__(self, cfg: OPDConfig):
-        from shiftkit.tasks import Mixture
+        from shiftkit.data import load_prompts
+        from shiftkit.inputs import data_args
 
-        self.mixture = Mixture(cfg.tasks) if cfg.tasks else None
-        self.fixed = read_prompt_file(cfg.prompts) if cfg.prompts else None
-        if self.fixed is not None and not self.fixed:
-            raise ShiftkitError(f"prompt file {cfg.prompts} holds no prompts")
-        if self.fixed is None and self.mixture is None:
-            raise ShiftkitError("opd: the prompt set is empty (give tasks=... or prompts=<file>)")
+        self.ds = load_prompts(data_args(with_data(cfg), "opd", cfg.eval_n), seed=cfg.seed)
 
     def draw(self, seed: int, step: int, n: int) -> list:
-        """The step's prompts (strings) or problems; the GRPO loop's draws on the same seed."""
-        if self.fixed is not None:
-            return kit.draw_prompts(lambda rng: rng.choice(self.fixed), seed, step, n)
-        return kit.draw_prompts(lambda rng: self.mixture.sample(rng, "train"), seed, step, n)
-
-    def preview(self, n: int = 16) -> list[str]:
-        return [p if isinstance(p, str) else p.prompt for p in self.draw(0, 0, n)]
+        return self.ds.draw(seed, step, n)
 
 
 def grpo_config(cfg: OPDConfig) -> GRPOConfig:
     """The step- and rollout-matched GRPO baseline on the student: every field the two configs share,
     plus the student as the policy, its samples per prompt as the group, and the KL only when fixed."""
     shared = {f.name for f in dataclasses.fields(GRPOConfig)} & {f.name for f in dataclasses.fields(OPDConfig)}
+    cfg = with_data(cfg)
     kw = {k: copy.deepcopy(getattr(cfg, k)) for k in shared - {"kl_coef"}}
     return GRPOConfig(**kw, model=cfg.student, group_size=cfg.samples_per_prompt,
                       kl_coef=cfg.kl_coef if cfg.kl_mode == "fixed" else 0.0)
 
 
-def preflight(cfg: OPDConfig, d: Dist, src: PromptSource) -> tuple[list[dict], dict]:
-    """Load every model and check them before anything is written. Returns per-stage scorers + info."""
-    from shiftkit.models import load_model_and_tokenizer
+def preflight(cfg: OPDConfig, d: Dist) -> tuple[list[dict], dict, object]:
+    """Load every model and the data and check them before anything is written.
+
+    Returns per-stage scorers, info, and the run's :class:`shiftkit.inputs.Inputs`."""
+    from shiftkit.inputs import prompt_inputs
+    from shiftkit.models import check_tokenizer_matches, load_model_and_tokenizer
     from shiftkit.opd import preflight as pf
+    from shiftkit.data import is_arith
 
     student, stok = load_model_and_tokenizer(cfg.student, device=d.device)
-    prompts = src.preview()
+    check_tokenizer_matches(student, stok, cfg.student)
+    src = with_data(cfg)
+    arith = bool(src.tasks) or is_arith(src.data)
+    inp = prompt_inputs(src, stok, "opd", need_reward=arith or bool(cfg.reward) or bool(cfg.grpo_weight),
+                        eval_n=cfg.eval_n, model_path=cfg.student, want_eval=cfg.eval_every > 0)
+    preview = list(inp.ds.items)[:16] if hasattr(inp.ds, "items") else inp.ds.draw(0, 0, 16)
+    prompts = inp.prompt_texts(preview)  # the rendered prompts: every model must tokenize them alike
     stages, info = [], {"tokenizer_differences": [], "determinism_gap": 0.0}
     for i, st in enumerate(cfg.stage_list()):
         teacher, ttok = load_model_and_tokenizer(st.teacher, device=d.device)
@@ -243,7 +253,7 @@ def preflight(cfg: OPDConfig, d: Dist, src: PromptSource) -> tuple[list[dict], d
         info["determinism_gap"] = max(info["determinism_gap"], gap)
         stages.append({"cfg": st, "teacher": teacher, "ref": ref})
     del student
-    return stages, info
+    return stages, info, inp
 
 
 def run_opd(cfg: OPDConfig) -> dict:
@@ -254,10 +264,11 @@ def run_opd(cfg: OPDConfig) -> dict:
         return {"method": "grpo", **run_grpo(grpo_config(cfg))}
     kit.set_threads(cfg.threads)
     d = Dist()
-    src = PromptSource(cfg)
-    stages, info = preflight(cfg, d, src)  # nothing is written before this passes
+    stages, info, src = preflight(cfg, d)  # nothing is written before this passes
     top = RunDir(cfg.out, to_dict(cfg), overwrite=cfg.overwrite)
     if top.done:
+        print(f"run {top.path} is already finished; returning its summary (overwrite=true to start over)",
+              file=sys.stderr)
         return top.summary()
     start_path, t0, summaries, offset = cfg.student, time.time(), [], 0
     for i, st in enumerate(stages):
@@ -281,21 +292,20 @@ def run_opd(cfg: OPDConfig) -> dict:
     return summary
 
 
-def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Dist, src: PromptSource, *,
+def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Dist, src, *,
                stage: int, step_offset: int, last: bool) -> dict:
+    from shiftkit.inputs import samples_rows
     from shiftkit.models import load_model_and_tokenizer
-    from shiftkit.tasks import eval_set
+    from shiftkit.rl import held_out_eval
 
     model, tok = load_model_and_tokenizer(start_path, device=d.device)
     anchor = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_mode != "none" else None
     model.train()
     opt = kit.make_optimizer(model, cfg.lr, cfg.weight_decay)
-    st = kit.resume(run, model, opt, d, cfg.steps, f"{cfg.method} {run.path.name}", cfg.progress)
+    st = kit.resume(run, model, opt, d, cfg.steps, f"{cfg.method} {run.path.name}", cfg.progress, cfg.report_to)
     alpha = st.extra.get("alpha", cfg.kl_coef if cfg.kl_mode != "none" else 0.0)
     ddp_model = d.wrap(model)
-    mixture = src.mixture
-    eval_fn = kit.held_out_eval(model, tok, eval_set(cfg.tasks, cfg.eval_n) if cfg.eval_every and cfg.tasks else [],
-                                mixture.reward if mixture else None, cfg.max_new_tokens)
+    eval_fn = held_out_eval(model, tok, src, cfg.max_new_tokens) if cfg.eval_every and src.rewards else None
     kit.first_eval(st, eval_fn, stage=stage, global_step=step_offset)
     clip_low = cfg.clip_low or None
     clip_high = (cfg.clip_high or cfg.clip_low) or None
@@ -305,8 +315,8 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
     row, bad_steps, first_len = {}, 0, None
     for step in range(st.start, cfg.steps):
         t0 = time.time()
-        problems = src.draw(seed, step, P)
-        mine, roll = kit.rollout(model, tok, [p if isinstance(p, str) else p.prompt for p in problems], G, seed, step,
+        problems = src.ds.draw(seed, step, P)
+        mine, roll = kit.rollout(model, tok, src.prompts_for(problems), G, seed, step,
                                  d, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p)
         t_sample = time.time() - t0
         mask_BT, comp_BT = roll.completion_mask_BT, roll.completion_ids_BT
@@ -335,11 +345,12 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
             adv_BTK = A.vanilla_opd_advantage(losses.gather_logprobs(s_det_BTV, ids_BTK),
                                               losses.gather_logprobs(t_logits_BTV, ids_BTK), scale=cfg.reward_scale)
             delta_BTK, jsd_BT = adv_BTK, None
-        rewards_B = None
-        if mixture is not None:
-            rewards_B = torch.tensor([mixture.reward(problems[i], roll.texts[k * G + j])
-                                      for k, i in enumerate(mine) for j in range(G)])
-        outcome_B = A.group_advantages(rewards_B, G) if cfg.grpo_weight else None
+        rewards_B, res = None, None
+        ex_B = [problems[i] for i in mine for _ in range(G)]
+        if src.rewards is not None:
+            res = src.rewards.score(ex_B, roll.texts, step=step)
+            rewards_B = torch.tensor(res.total).nan_to_num(0.0)
+        outcome_B = A.group_advantages(rewards_B, G) * torch.tensor(res.scorable) if cfg.grpo_weight else None
         wr_mean = float(d.sum(A.weighted_reward_mean(adv_BTK, mask_BT) * mask_BT.sum()) / n_tok.clamp(min=1))
         if cfg.kl_mode == "adaptive":
             alpha = A.adaptive_kl_coef(alpha, wr_mean, cfg.kl_eps, cfg.kl_min, cfg.kl_max)
@@ -373,6 +384,10 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
                "step_time": time.time() - t0}
         if rewards_B is not None:
             row["reward"] = float(d.sum(rewards_B.sum()) / n_seq)
+            row.update({k: v for k, v in res.metrics.items() if k.startswith("rewards/")})
+        kit.write_samples(st, step, cfg.samples_every, lambda: samples_rows(
+            step, ex_B, roll.texts, {"total": res.total} if res is not None else None, None, cfg.samples_n,
+            delta_summary(delta_BTK, mask_BT, cfg.samples_n)))
         kit.log_step(st, step, row, cfg.steps, cfg.eval_every, eval_fn, dmean=f"{diag['delta/mean']:.3f}",
                      alpha=f"{alpha:.2f}")
         first_len = resp_len if first_len is None else first_len
@@ -383,6 +398,21 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
     summary = {"out": str(run.final), "stage": stage, "steps": cfg.steps, "train_seconds": time.time() - st.t_start,
                "final_alpha": alpha, "final_reward": row.get("reward")}
     return kit.close_run(st, model, tok, summary, row)
+
+
+def delta_summary(delta_BTK: torch.Tensor, mask_BT: torch.Tensor, n: int) -> dict[str, list]:
+    """Per rollout (the first ``n``): the per-token Delta (mean over candidates, 4 decimals) and its
+    mean / min / max over the completion, for ``samples.jsonl``."""
+    out: dict[str, list] = {"delta": [], "delta/mean": [], "delta/min": [], "delta/max": []}
+    for b in range(min(n, delta_BTK.shape[0])):
+        m = mask_BT[b].bool()
+        per_tok = delta_BTK[b].float().mean(-1)[m]
+        out["delta"].append([round(float(x), 4) for x in per_tok])
+        has = per_tok.numel() > 0
+        out["delta/mean"].append(float(per_tok.mean()) if has else None)
+        out["delta/min"].append(float(per_tok.min()) if has else None)
+        out["delta/max"].append(float(per_tok.max()) if has else None)
+    return out
 
 
 def _candidates(logits_BTV, ids_BTK, comp_BT, adv_BTK, outcome_B, weight: float):

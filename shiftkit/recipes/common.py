@@ -12,17 +12,21 @@ import json
 from pathlib import Path
 
 from shiftkit.io import atomic_write_json
-from shiftkit.rl import GRPOConfig
+
+# The toy world's GRPO settings (the command defaults suit a real model: lr 1e-6, 1024 new tokens).
+TOY_RL = dict(steps=60, prompts_per_step=16, group_size=8, lr=6e-5, max_new_tokens=48, eval_every=20, eval_n=100,
+              save_every=0)
 
 
 def rl_checkpoint(out_dir: str | Path, base: str, tasks: list[str], seed: int, steps: int,
-                  prompts_per_step: int = GRPOConfig.prompts_per_step, group_size: int = GRPOConfig.group_size,
-                  lr: float = GRPOConfig.lr, eval_every: int = GRPOConfig.eval_every,
-                  eval_n: int = GRPOConfig.eval_n, threads: int = 0, progress: bool = True) -> str:
+                  prompts_per_step: int = TOY_RL["prompts_per_step"], group_size: int = TOY_RL["group_size"],
+                  lr: float = TOY_RL["lr"], eval_every: int = TOY_RL["eval_every"],
+                  eval_n: int = TOY_RL["eval_n"], threads: int = 0, progress: bool = True) -> str:
     """Path of the final model of a GRPO run (base, tasks, seed); trains it unless already done."""
-    from shiftkit.rl import run_grpo
+    from shiftkit.rl import GRPOConfig, run_grpo
 
     cfg = GRPOConfig(model=str(base), out=str(out_dir), tasks=list(tasks), steps=steps,
+                     max_new_tokens=TOY_RL["max_new_tokens"], save_every=TOY_RL["save_every"],
                      prompts_per_step=prompts_per_step, group_size=group_size, lr=lr, seed=seed,
                      eval_every=eval_every, eval_n=eval_n, threads=threads, progress=progress)
     return run_grpo(cfg)["out"]

@@ -25,9 +25,8 @@ import numpy as np
 from shiftkit.config import load_config, parse_overrides, read_config_file, to_dict
 from shiftkit.errors import ShiftkitError
 from shiftkit.io import atomic_write_json, atomic_write_text
-from shiftkit.recipes.common import cached_eval
+from shiftkit.recipes.common import TOY_RL, cached_eval
 from shiftkit.recipes.world import WorldConfig
-from shiftkit.rl import GRPOConfig
 
 
 @dataclasses.dataclass
@@ -37,14 +36,14 @@ class DemoConfig:
     tasks: list[str] = dataclasses.field(default_factory=lambda: ["add", "mul"])
     weak_steps: int = WorldConfig.weak_steps
     strong_steps: int = WorldConfig.strong_steps
-    rl_steps: int = GRPOConfig.steps
-    rl_prompts: int = GRPOConfig.prompts_per_step
-    rl_group: int = GRPOConfig.group_size
-    rl_lr: float = GRPOConfig.lr
+    rl_steps: int = TOY_RL["steps"]
+    rl_prompts: int = TOY_RL["prompts_per_step"]
+    rl_group: int = TOY_RL["group_size"]
+    rl_lr: float = TOY_RL["lr"]
     seeds: list[int] = dataclasses.field(default_factory=lambda: [0, 1, 2])
     eval_n: int = 100  # held-out problems per domain
     eval_samples: int = 64  # samples per problem for pass@k (k = 1..eval_samples)
-    rl_eval_every: int = GRPOConfig.eval_every
+    rl_eval_every: int = TOY_RL["eval_every"]
     threads: int = 2
     stages: list[str] = dataclasses.field(default_factory=lambda: ["world", "grpo", "opd", "sar", "agent"])
     progress: bool = True

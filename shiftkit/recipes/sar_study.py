@@ -22,9 +22,8 @@ import numpy as np
 
 from shiftkit.config import load_config, to_dict
 from shiftkit.io import atomic_write_json
-from shiftkit.recipes.common import cached_eval, rl_checkpoint
+from shiftkit.recipes.common import TOY_RL, cached_eval, rl_checkpoint
 from shiftkit.recipes.world import WorldConfig, build_world
-from shiftkit.rl import GRPOConfig
 
 
 @dataclasses.dataclass
@@ -36,10 +35,10 @@ class SARExpConfig:
     delta_ranks: list[str] = field(default_factory=lambda: ["1", "2", "4", "8", "16", "32"])
     merge_rank: str = "16"  # SAR merge: delta rank per matrix
     merge_density: float = 0.5  # TIES / DARE
-    rl_steps: int = GRPOConfig.steps  # weak-model GRPO (add + mul), as the demo
-    rl_prompts: int = GRPOConfig.prompts_per_step
-    rl_group: int = GRPOConfig.group_size
-    rl_lr: float = GRPOConfig.lr
+    rl_steps: int = TOY_RL["steps"]  # weak-model GRPO (add + mul), as the demo
+    rl_prompts: int = TOY_RL["prompts_per_step"]
+    rl_group: int = TOY_RL["group_size"]
+    rl_lr: float = TOY_RL["lr"]
     expert_steps: int = 40  # add-only and mul-only experts
     eval_n: int = 100
     eval_samples: int = 64

@@ -27,9 +27,8 @@ from shiftkit.config import load_config, to_dict
 from shiftkit.errors import ShiftkitError
 from shiftkit.io import atomic_write_json
 from shiftkit.opd.loop import OPDConfig
-from shiftkit.recipes.common import cached_eval
+from shiftkit.recipes.common import TOY_RL, cached_eval
 from shiftkit.recipes.world import WorldConfig
-from shiftkit.rl import GRPOConfig
 
 METHODS = ("direct_opd_topk", "direct_opd_sampled", "vanilla_opd", "grpo", "composition")
 LABELS = {"direct_opd_topk": "Direct-OPD (student_topk)", "direct_opd_sampled": "Direct-OPD (sampled)",
@@ -44,11 +43,11 @@ class W2SConfig:
     tasks: list[str] = dataclasses.field(default_factory=lambda: ["add", "mul"])
     weak_steps: int = WorldConfig.weak_steps  # world SFT
     strong_steps: int = WorldConfig.strong_steps
-    rl_steps: int = GRPOConfig.steps  # weak GRPO teachers
-    rl_prompts: int = GRPOConfig.prompts_per_step
-    rl_group: int = GRPOConfig.group_size
-    rl_lr: float = GRPOConfig.lr
-    comp_rl_steps: int = GRPOConfig.steps  # the add-only and mul-only weak GRPO teachers (seed 0, shared by all seeds)
+    rl_steps: int = TOY_RL["steps"]  # weak GRPO teachers
+    rl_prompts: int = TOY_RL["prompts_per_step"]
+    rl_group: int = TOY_RL["group_size"]
+    rl_lr: float = TOY_RL["lr"]
+    comp_rl_steps: int = TOY_RL["steps"]  # the add-only and mul-only weak GRPO teachers (seed 0, shared by all seeds)
     seeds: list[int] = dataclasses.field(default_factory=lambda: [0, 1, 2])
     methods: list[str] = dataclasses.field(default_factory=lambda: list(METHODS))
     steps: int = 40  # student steps, every method

@@ -56,9 +56,10 @@ def test_empty_dataset(tmp_path, capsys):
     assert not (tmp_path / "run" / "DONE").exists()
 
 
-def test_empty_task_list(pico_dir, capsys, tmp_path):
+def test_no_data_source(pico_dir, capsys, tmp_path):
     rc = main(["rl", "--model", str(pico_dir), "tasks=[]", f"out={tmp_path / 'r'}"])
-    _one_line_error(rc, capsys.readouterr().err, "empty task list")
+    _one_line_error(rc, capsys.readouterr().err, "rl needs data=")
+    assert not (tmp_path / "r").exists()
 
 
 def test_bad_config_file(tmp_path, capsys):

@@ -39,7 +39,7 @@ def test_cli_bad_inputs_are_one_line_errors(capsys, trio, swapped_vocab_model, t
     assert "vocabulary entries differ" in _bad(capsys, trio, tmp_path, teacher=swapped_vocab_model)
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
-    assert "holds no prompts" in _bad(capsys, trio, tmp_path, extra=[f"prompts={empty}", "tasks=[]"])
+    assert "is empty" in _bad(capsys, trio, tmp_path, extra=[f"prompts={empty}", "tasks=[]"])
     assert "unknown config key 'kl_coeff'" in _bad(capsys, trio, tmp_path, extra=["kl_coeff=1"])
 
 

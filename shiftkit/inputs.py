@@ -1,0 +1,184 @@
+"""The user's data, prompt rendering and reward, loaded and checked before a run writes anything.
+
+Every command (``sft``, ``rl``, ``opd``, ``eval``) calls :func:`prompt_inputs` (or :func:`sft_inputs`)
+after its model and tokenizer load and *before* its run directory is created, so a missing column,
+an empty dataset, an uncached hub dataset, a reward import path that does not resolve, a reward
+that raises, or a chat template that is missing when asked for stops the command with one line and
+leaves nothing behind.
+
+The data source is ``data=`` (:mod:`shiftkit.data`); ``tasks=add,mul`` is kept as shorthand for
+``data=arith:add,mul`` (giving both is an error). ``reward=`` empty means: the arithmetic tasks'
+own checker on ``arith:`` data (what the toy world always used), ``math`` on any other data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from shiftkit.errors import ShiftkitError
+
+DATA_KEYS = ("data", "split", "subset", "prompt_key", "answer_key", "system_prompt", "shuffle", "max_samples",
+             "eval_split")
+PROMPT_KEYS = ("chat_template", "template", "chat_template_kwargs")
+
+
+def data_spec(cfg: Any, command: str) -> str:
+    """``cfg.data``, or ``arith:<tasks>`` from the ``tasks`` shorthand."""
+    tasks = list(getattr(cfg, "tasks", []) or [])
+    data = getattr(cfg, "data", "")
+    if tasks and data:
+        raise ShiftkitError(f"{command}: give data=... or tasks=... (shorthand for data=arith:...), not both")
+    if tasks:
+        return "arith:" + ",".join(tasks)
+    if not data:
+        raise ShiftkitError(f"{command} needs data=<file, directory, cached hub id, or arith:add,mul>")
+    return data
+
+
+def data_args(cfg: Any, command: str, arith_n: int = 100):
+    from shiftkit.data import DataArgs
+
+    args = DataArgs.from_config(cfg)
+    return dataclasses.replace(args, data=data_spec(cfg, command), arith_n=arith_n)
+
+
+class TaskRewards:
+    """The arithmetic tasks' own checker (``Mixture.reward(problem, text)``) behind the
+    :class:`shiftkit.rewards.Rewards` interface, for ``arith:`` data with the default reward."""
+
+    def __init__(self, names: list[str]):
+        from shiftkit.tasks import Mixture
+
+        self.mixture = Mixture(names)
+        self.names = ["task"]
+        self.weights = [1.0]
+
+    def need_answer(self) -> str:
+        return ""
+
+    def check_columns(self, columns, data="") -> None:
+        return None
+
+    def describe(self) -> str:
+        return "the arithmetic tasks' checker"
+
+    def score(self, examples: list, completions: list[str], completion_ids=None, step: int = 0):
+        from shiftkit.rewards import RewardResult
+
+        total = [float(self.mixture.reward(e.problem, c)) for e, c in zip(examples, completions)]
+        m = sum(total) / len(total) if total else float("nan")
+        return RewardResult(total, {"task": total}, {"reward": m}, {})
+
+
+def load_rewards(cfg: Any, arith: bool):
+    """The run's rewards: ``cfg.reward`` (names or import paths) or the default for the data."""
+    from shiftkit.data import parse_arith
+    from shiftkit.rewards import Rewards
+
+    specs = list(getattr(cfg, "reward", []) or [])
+    weights = list(getattr(cfg, "reward_weights", []) or [])
+    if not specs:
+        if weights:
+            raise ShiftkitError("reward_weights given without reward=...")
+        if arith:
+            return TaskRewards(parse_arith(data_spec(cfg, "")))
+        specs = ["math"]
+    return Rewards(specs, weights)
+
+
+def dry_run_rewards(rewards, examples: list) -> None:
+    """Call every reward once on the first rows (empty completions), so a reward that raises or returns
+    the wrong number of values fails before the run starts."""
+    ex = list(examples)[:2]
+    if ex:
+        rewards.score(ex, [""] * len(ex))
+
+
+@dataclasses.dataclass
+class Inputs:
+    ds: Any  # PromptDataset | ArithSource | SFTDataset
+    renderer: Any  # PromptRenderer
+    rewards: Any  # Rewards | TaskRewards | None
+    arith: bool
+    eval_items: list  # held-out Examples for periodic evaluation ([] = none)
+
+    def prompts_for(self, examples: list) -> list:
+        """What the sampler is given: the rendered ids under a chat template, else the rendered text
+        (which tokenizes to the same ids)."""
+        return self.prompt_ids(examples) if self.renderer.chat else self.prompt_texts(examples)
+
+    def prompt_ids(self, examples: list) -> list[list[int]]:
+        return [self.renderer.ids(e.prompt) for e in examples]
+
+    def prompt_texts(self, examples: list) -> list[str]:
+        return [self.renderer.text(e.prompt) for e in examples]
+
+
+def renderer_for(cfg: Any, tok, where: str):
+    from shiftkit.prompts import PromptArgs, PromptRenderer
+
+    return PromptRenderer.from_args(tok, PromptArgs.from_config(cfg), where)
+
+
+def prompt_inputs(cfg: Any, tok, command: str, *, need_reward: bool = True, eval_n: int = 100,
+                  for_eval: bool = False, model_path: str = "", want_eval: bool = True) -> Inputs:
+    """Prompts (+ held-out rows), renderer and rewards of a rl / opd / eval run, all checked."""
+    from shiftkit.data import is_arith, load_eval, load_prompts
+
+    args = data_args(cfg, command, eval_n)
+    arith = is_arith(args.data)
+    rewards = load_rewards(cfg, arith) if need_reward else None
+    need = rewards.need_answer() if rewards is not None else ""
+    if for_eval:
+        ds = load_eval(args, seed=cfg.seed, need_answer=need)
+    else:
+        ds = load_prompts(args, seed=cfg.seed, need_answer=need)
+    if rewards is not None:
+        rewards.check_columns(ds.columns, ds.name)
+    r = renderer_for(cfg, tok, model_path)
+    preview = list(ds.items) if hasattr(ds, "items") else ds.draw(cfg.seed, 0, 8)
+    r.check(preview)
+    if rewards is not None:
+        dry_run_rewards(rewards, preview)
+    eval_items: list = []
+    if not for_eval and want_eval:
+        if arith:
+            eval_items = list(ds.held_out(eval_n).items)
+        elif getattr(ds, "eval", None) is not None:
+            eval_items = list(ds.eval.items)
+    return Inputs(ds, r, rewards, arith, eval_items)
+
+
+def sft_inputs(cfg: Any, tok, model_path: str = "") -> Inputs:
+    from shiftkit.data import is_arith, load_sft
+
+    args = data_args(cfg, "sft", getattr(cfg, "eval_n", 100))
+    ds = load_sft(args, seed=cfg.seed, error_rate=cfg.error_rate)
+    r = renderer_for(cfg, tok, model_path)
+    arith = is_arith(args.data)
+    preview = ds.draw_sft(cfg.seed, 0, 8) if arith else list(ds.items)
+    r.check(preview, max_length=getattr(cfg, "max_length", 0))
+    eval_items = []
+    if arith and getattr(cfg, "eval_every", 0):
+        eval_items = list(ds.held_out(cfg.eval_n).items)
+    return Inputs(ds, r, None, arith, eval_items)
+
+
+def samples_rows(step: int, examples: list, texts: list[str], rewards: dict[str, list[float]] | None,
+                 adv: list[float] | None, n: int, extra: dict[str, list] | None = None) -> list[dict]:
+    """The first ``n`` rollouts of a step as ``samples.jsonl`` rows."""
+    out = []
+    for b in range(min(n, len(texts))):
+        e = examples[b]
+        row = {"step": step, "prompt": e.prompt, "answer": e.answer, "completion": texts[b]}
+        for name, vals in (rewards or {}).items():
+            v = vals[b]
+            row[f"reward/{name}" if name != "total" else "reward"] = None if math.isnan(v) else v
+        if adv is not None:
+            row["advantage"] = adv[b]
+        for k, vals in (extra or {}).items():
+            row[k] = vals[b]
+        out.append(row)
+    return out
