@@ -217,6 +217,21 @@ def progress_bar(total: int, initial: int, desc: str, stream=None):
     return LineProgress(total, initial, desc, stream)
 
 
+def check_report_to(report_to: str) -> None:
+    """Fail at config time (before anything is written) when a requested tracker cannot be made."""
+    import importlib.util
+
+    names = [n.strip() for n in (report_to or "").split(",") if n.strip() and n.strip() != "none"]
+    for n in names:
+        if n not in ("tensorboard", "wandb"):
+            raise ShiftkitError(f"report_to={n}: use tensorboard, wandb or none")
+        if importlib.util.find_spec("accelerate") is None:
+            raise ShiftkitError(f"report_to={report_to} needs accelerate: pip install accelerate")
+        mods = ("tensorboard", "tensorboardX") if n == "tensorboard" else ("wandb",)
+        if not any(importlib.util.find_spec(m) is not None for m in mods):
+            raise ShiftkitError(f"report_to={n} needs the {n} package: pip install {n}")
+
+
 def make_trackers(report_to: str, run: RunDir, config: dict) -> list:
     """accelerate's trackers for ``report_to=tensorboard|wandb`` (comma-separated; "" or none = off)."""
     names = [n.strip() for n in (report_to or "").split(",") if n.strip() and n.strip() != "none"]

@@ -85,6 +85,7 @@ class GRPOConfig:
         if self.adv_scale not in ("std", "none"):
             raise ShiftkitError(f"rl: adv_scale must be std or none, got '{self.adv_scale}'")
         check_unread(self, "rl")
+        kit.check_report_to(self.report_to)
 
 
 def check_unread(cfg, command: str) -> None:

@@ -73,6 +73,7 @@ class SFTConfig:
             raise ShiftkitError("sft: steps and batch_size must be positive")
         if not 0.0 <= self.error_rate <= 1.0:
             raise ShiftkitError(f"sft: error_rate must be in [0, 1], got {self.error_rate}")
+        kit.check_report_to(self.report_to)
         if self.tasks and self.data:
             raise ShiftkitError("sft: give data=... or tasks=... (shorthand for data=arith:...), not both")
         arith = bool(self.tasks) or is_arith(self.data)

@@ -139,6 +139,8 @@ class OPDConfig:
             raise ShiftkitError("opd: prompts= is an alias of data=; give one source (data, prompts or tasks)")
         from shiftkit.rl import check_unread
 
+        kit.check_report_to(self.report_to)
+
         check_unread(dataclasses.replace(self, data=self.data or self.prompts, prompts=""), "opd")
         unread = [k for k in UNREAD.get(self.method, ()) if getattr(self, k) != _DEFAULTS[k]]
         if unread:

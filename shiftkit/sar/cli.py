@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from pathlib import Path
 
 from shiftkit.cli import add_config_args, config_from_args
 from shiftkit.errors import ShiftkitError
@@ -54,6 +55,7 @@ class MergeJob(MergeConfig):
     base: str = ""
     experts: list[str] = dataclasses.field(default_factory=list)
     out: str = ""
+    overwrite: bool = False  # replace an existing, non-empty out directory
 
     def validate(self) -> None:
         super().validate()
@@ -105,6 +107,10 @@ def _merge(args):
     from shiftkit.sar.pipeline import merge
 
     cfg = config_from_args(MergeJob, args)
+    out = Path(cfg.out).expanduser()
+    if out.is_dir() and any(out.iterdir()) and not cfg.overwrite:
+        raise ShiftkitError(f"sar merge: out directory {out} exists and is not empty; pass another --out, "
+                            "or overwrite=true to replace it")
     s = merge(cfg.base, cfg.experts, cfg.out, _options(cfg, MergeConfig))
     print(f"sar merge ({s['method']}): {s['experts']} experts -> {s['out']} in {s['seconds']:.1f}s", file=sys.stderr)
     return s
