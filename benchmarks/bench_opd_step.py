@@ -1,21 +1,36 @@
-"""Time per Direct-OPD step, its phase breakdown, and TRL's on-policy distillation step, side by side.
+"""Time per on-policy distillation step: shiftkit (Direct-OPD and a one-teacher reverse-KL OPD) vs TRL's
+DistillationTrainer at matched settings (and TRL's defaults), side by side in one run.
 
 Toy sizes: student = STRONG_SPEC Qwen3, teacher and reference = WEAK_SPEC (sizes in the results JSON), char
-tokenizer, fresh random weights (so every completion runs the full ``--max-new-tokens``: both
-trainers do the same amount of generation). Same batch (``--prompts`` prompts x 1 completion),
-same max completion length, temperature 1, one optimizer step per batch.
+tokenizer, fresh random weights (so every completion runs the full ``--max-new-tokens``: all sides do the
+same amount of generation). Same batch (``--prompts`` prompts x 1 completion), same max completion length,
+temperature 1, top-p 1, one optimizer step per batch, grad-norm clip 1.0, fp32, no gradient checkpointing,
+same threads (``--threads``, default 1) and ``OMP_WAIT_POLICY=PASSIVE`` (the script re-executes itself with both).
 
-* shiftkit: ``run_opd`` (``student_topk``, K=16, fp32 scorers, adaptive k3 KL to the student's start);
-  phases from ``metrics.jsonl`` (sample, student forward, teacher scoring, reference scoring, KL
-  anchor scoring, update). Direct-OPD scores with **two** frozen models plus the KL anchor.
-* TRL 1.16.0: ``DistillationTrainer`` (the stable successor of ``GKDTrainer``; fully on-policy like
-  ``GKDTrainer(lmbda=1)``), ``beta=1`` (reverse KL over the full vocabulary), one teacher.
+Sides (each repeat runs all, rotating the order):
 
-Each repeat runs both for ``--steps`` steps, alternating which goes first; the first step of every
-run is a warm-up and is dropped; we report min/median/max and the ratio of medians.
+* ``shiftkit_vanilla_full``: ``run_opd(method=vanilla_opd, kl_mode=none)``: one teacher, reverse KL to it
+  at the sampled token (vanilla OPD reads no ``reward_mode``; earlier runs passed ``reward_mode=full_vocab``,
+  which was silently ignored), no anchor; TRL's side below takes the KL over the full vocabulary
+  (``ratio`` is computed against this side).
+* ``shiftkit_direct_opd``: ``run_opd`` defaults (``student_topk`` K=16, adaptive k3 KL anchor): scores with
+  **two** frozen models (teacher + reference) plus the KL anchor: more work per step than TRL's.
+* ``trl_matched``: TRL ``DistillationTrainer`` (the stable successor of ``GKDTrainer``; fully on-policy
+  like ``GKDTrainer(lmbda=1)``), ``beta=1`` (reverse KL over the full vocabulary), one teacher,
+  ``bf16=False, gradient_checkpointing=False``.
+* ``trl_defaults``: the same with TRL's defaults for those two knobs (``bf16=True`` -> CPU bf16 autocast,
+  ``gradient_checkpointing=True``); labelled, not a matched comparison.
 
-    .venv/bin/pip install trl==1.16.0
-    nice .venv/bin/python benchmarks/bench_opd_step.py --repeats 3 --steps 6
+Phases. shiftkit: ``metrics.jsonl`` (generation = ``time/sample``; scoring = teacher + reference + anchor
+scoring; update = student forward + loss/backward/optimizer; other = step - those). TRL: by wrapping the
+trainer's methods on the instance: generation = ``_generate``; scoring = the teacher's backbone forward
+(``_get_last_hidden_state`` called with the teacher) + the rest of ``_generate_and_score_completions``;
+update = step (callback) - generation - scoring (student forward, chunked head projection + divergence for
+both models, backward, optimizer). Tokens/s = completion tokens per step / seconds. The first step of every
+run is a warm-up and is dropped.
+
+    .venv/bin/python -m pip install -q 'trl==1.16.0'
+    .venv/bin/python benchmarks/bench_opd_step.py --repeats 3 --steps 5
 """
 
 from __future__ import annotations
@@ -40,22 +55,34 @@ from shiftkit.models import (STRONG_SPEC, WEAK_SPEC, make_char_tokenizer, make_t
                              save_model)
 from shiftkit.tasks import Mixture  # noqa: E402
 
-PHASES = ("time/sample", "time/student_forward", "time/teacher_score", "time/ref_score", "time/anchor_score",
-          "time/update")
+PHASES = ("generation", "scoring", "update", "other", "step")
 
 
-def shiftkit_steps(paths: dict, steps: int, prompts: int, max_new: int, seed: int, threads: int) -> list[dict]:
+def shiftkit_steps(paths: dict, steps: int, prompts: int, max_new: int, seed: int, threads: int,
+                   variant: str) -> list[dict]:
     from shiftkit.opd.loop import OPDConfig, run_opd
 
+    extra = {} if variant == "direct" else {"method": "vanilla_opd", "kl_mode": "none"}
     with tempfile.TemporaryDirectory() as d:
         run_opd(OPDConfig(student=paths["student"], teacher=paths["teacher"], teacher_ref=paths["ref"], out=f"{d}/r",
                           tasks=["add", "mul"], steps=steps, prompts_per_step=prompts, samples_per_prompt=1,
                           max_new_tokens=max_new, lr=1e-5, seed=seed, eval_every=0, progress=False, threads=threads,
-                          guard_patience=0))
-        return [r for r in read_jsonl(f"{d}/r/metrics.jsonl") if "step_time" in r]
+                          guard_patience=0, **extra))
+        rows = [r for r in read_jsonl(f"{d}/r/metrics.jsonl") if "step_time" in r]
+    out = []
+    for r in rows:
+        gen = r["time/sample"]
+        sc = r["time/teacher_score"] + r["time/ref_score"] + r["time/anchor_score"]
+        up = r["time/student_forward"] + r["time/update"]
+        out.append({"generation": gen, "scoring": sc, "update": up, "other": r["step_time"] - gen - sc - up,
+                    "step": r["step_time"], "completion_tokens": r["response_len"] * prompts,
+                    "teacher_ref_share": (r["time/teacher_score"] + r["time/ref_score"]) / r["step_time"],
+                    "threads": torch.get_num_threads()})
+    return out
 
 
-def trl_steps(paths: dict, steps: int, prompts: int, max_new: int, seed: int, threads: int) -> list[float]:
+def trl_steps(paths: dict, steps: int, prompts: int, max_new: int, seed: int, threads: int,
+              defaults: bool) -> list[dict]:
     import transformers
     from datasets import Dataset
     from trl import DistillationConfig, DistillationTrainer
@@ -67,41 +94,90 @@ def trl_steps(paths: dict, steps: int, prompts: int, max_new: int, seed: int, th
     mix = Mixture(["add", "mul"])
     rng = random.Random(seed)
     ds = Dataset.from_list([{"prompt": mix.sample(rng, "train").prompt} for _ in range(prompts * (steps + 1))])
-    times: list[float] = []
+    rows: list[dict] = []
+    acc = {"gen": 0.0, "gen_score": 0.0, "teacher": 0.0}
+    box: list = []
+
+    def timed(fn, key, only_model=None):
+        def wrapper(*a, **kw):
+            s = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                if only_model is None or (a and a[0] is only_model):
+                    acc[key] += time.perf_counter() - s
+        return wrapper
 
     class Timer(transformers.TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
+            for k in acc:
+                acc[k] = 0.0
             self.t0 = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kw):
-            times.append(time.perf_counter() - self.t0)
+            step = time.perf_counter() - self.t0
+            mean_len = box[0]._metrics["train"]["completions/mean_length"][-1]
+            sc = acc["gen_score"] - acc["gen"] + acc["teacher"]
+            rows.append({"generation": acc["gen"], "scoring": sc, "update": step - acc["gen"] - sc, "other": 0.0,
+                         "step": step, "completion_tokens": mean_len * prompts, "threads": torch.get_num_threads()})
 
+    knobs = {} if defaults else {"bf16": False, "gradient_checkpointing": False}
     with tempfile.TemporaryDirectory() as d:
         cfg = DistillationConfig(output_dir=d, use_cpu=True, per_device_train_batch_size=prompts,
                                  max_completion_length=max_new, temperature=1.0, top_p=1.0, beta=1.0,
-                                 learning_rate=1e-5, max_steps=steps, logging_steps=10**6, save_strategy="no",
-                                 report_to=[], seed=seed, disable_tqdm=True, dataloader_num_workers=0)
+                                 learning_rate=1e-5, max_grad_norm=1.0, max_steps=steps, logging_steps=10**6,
+                                 save_strategy="no", report_to=[], seed=seed, disable_tqdm=True,
+                                 dataloader_num_workers=0, **knobs)
         tr = DistillationTrainer(model=student, teacher_model=teacher, args=cfg, train_dataset=ds,
                                  processing_class=tok, callbacks=[Timer()])
+        box.append(tr)
+        tr._generate = timed(tr._generate, "gen")
+        tr._generate_and_score_completions = timed(tr._generate_and_score_completions, "gen_score")
+        tr._get_last_hidden_state = timed(tr._get_last_hidden_state, "teacher",
+                                          only_model=tr.accelerator.unwrap_model(tr.teacher_model))
         torch.set_num_threads(threads)
         tr.train()
-    return times
+    return rows
+
+
+def trl_settings(defaults: bool) -> dict:
+    from trl import DistillationConfig
+
+    c = DistillationConfig(output_dir=tempfile.gettempdir(), use_cpu=True,
+                           **({} if defaults else {"bf16": False, "gradient_checkpointing": False}))
+    return {"bf16": c.bf16, "gradient_checkpointing": c.gradient_checkpointing, "beta": c.beta,
+            "optim": str(c.optim)}
 
 
 def summarize(xs: list[float]) -> dict:
     return {"min": min(xs), "median": statistics.median(xs), "max": max(xs), "n": len(xs)}
 
 
+def side_summary(rows: list[dict]) -> dict:
+    out = {p: summarize([r[p] for r in rows]) for p in PHASES}
+    out["completion_tokens_per_step"] = summarize([r["completion_tokens"] for r in rows])
+    out["tokens_per_s_step"] = summarize([r["completion_tokens"] / r["step"] for r in rows])
+    out["tokens_per_s_generation"] = summarize([r["completion_tokens"] / r["generation"] for r in rows])
+    if "teacher_ref_share" in rows[0]:
+        out["teacher_ref_scoring_share"] = summarize([r["teacher_ref_share"] for r in rows])
+    out["threads_seen"] = sorted({r["threads"] for r in rows})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--prompts", type=int, default=32)
     ap.add_argument("--max-new-tokens", type=int, default=48)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--no-trl", action="store_true")
+    ap.add_argument("--no-trl-defaults", action="store_true")
     ap.add_argument("--out", default="benchmarks/results/opd_step.json")
     a = ap.parse_args()
+    want = {"OMP_NUM_THREADS": str(a.threads), "OMP_WAIT_POLICY": "PASSIVE"}
+    if any(os.environ.get(k) != v for k, v in want.items()):  # OpenMP reads these at start-up only
+        os.execvpe(sys.executable, [sys.executable, *sys.argv], {**os.environ, **want})
     torch.set_num_threads(a.threads)
     tmp = tempfile.TemporaryDirectory()
     tok = make_char_tokenizer()
@@ -111,41 +187,58 @@ def main() -> None:
         m = make_tiny_model(spec, len(tok), seed=seed)
         params[name] = num_params(m)
         save_model(m, tok, paths[name])
-    ours: list[dict] = []
-    theirs: list[float] = []
+    args = (paths, a.steps, a.prompts, a.max_new_tokens)
+    sides = {"shiftkit_vanilla_full": lambda r: shiftkit_steps(*args, r, a.threads, "vanilla_full"),
+             "shiftkit_direct_opd": lambda r: shiftkit_steps(*args, r, a.threads, "direct")}
+    if not a.no_trl:
+        sides["trl_matched"] = lambda r: trl_steps(*args, r, a.threads, defaults=False)
+        if not a.no_trl_defaults:
+            sides["trl_defaults"] = lambda r: trl_steps(*args, r, a.threads, defaults=True)
+    got: dict[str, list[dict]] = {k: [] for k in sides}
+    names = list(sides)
     for r in range(a.repeats):
-        order = [("shiftkit", shiftkit_steps, ours)] + ([] if a.no_trl else [("trl", trl_steps, theirs)])
-        if r % 2:
-            order.reverse()
-        for name, fn, acc in order:
-            t = fn(paths, a.steps, a.prompts, a.max_new_tokens, r, a.threads)
-            acc += t[1:]  # drop the warm-up step
-            med = statistics.median([x["step_time"] if isinstance(x, dict) else x for x in t[1:]])
-            print(f"repeat {r} {name}: median step {med:.3f} s", flush=True)
-    step = [x["step_time"] for x in ours]
-    phases = {p.split("/")[1]: summarize([x[p] for x in ours]) for p in PHASES}
-    share = [(x["time/teacher_score"] + x["time/ref_score"]) / x["step_time"] for x in ours]
-    share_anchor = [(x["time/teacher_score"] + x["time/ref_score"] + x["time/anchor_score"]) / x["step_time"]
-                    for x in ours]
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
+            t = sides[name](r)
+            got[name] += t[1:]  # drop the warm-up step
+            print(f"repeat {r} {name}: median step {statistics.median(x['step'] for x in t[1:]):.3f} s", flush=True)
+    med = {k: statistics.median(x["step"] for x in v) for k, v in got.items()}
     res = {
-        "what": "seconds per on-policy distillation step (sample + score + loss + backward + optimizer step)",
+        "what": "seconds per on-policy distillation step (generation + scoring + update)",
+        "command": "python benchmarks/bench_opd_step.py " + " ".join(sys.argv[1:]),
         "models": {"student": f"STRONG_SPEC Qwen3, {params['student']:,} params (random init)",
                    "teacher/ref": f"WEAK_SPEC Qwen3, {params['teacher']:,} params (random init)"},
-        "batch": {"prompts": a.prompts, "completions_per_prompt": 1, "max_new_tokens": a.max_new_tokens},
-        "threads": a.threads, "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
+        "matched": {"dtype": "fp32", "gradient_checkpointing": False, "prompts": a.prompts,
+                    "completions_per_prompt": 1, "max_new_tokens": a.max_new_tokens, "temperature": 1.0,
+                    "top_p": 1.0, "lr": 1e-5, "grad_clip": 1.0, "threads": a.threads, "OMP_WAIT_POLICY": "PASSIVE",
+                    "loss": "reverse KL to one teacher over the full vocabulary (shiftkit_vanilla_full vs TRL beta=1)"},
+        "sides": {k: side_summary(v) for k, v in got.items()},
+        "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(), "load_avg_at_end": os.getloadavg(),
-        "shiftkit_direct_opd": summarize(step), "phases": phases,
-        "teacher_ref_scoring_share": summarize(share), "teacher_ref_anchor_scoring_share": summarize(share_anchor),
-        "command": "python benchmarks/bench_opd_step.py " + " ".join(sys.argv[1:]),
+        "warmup": "first step of every run dropped", "repeats": a.repeats, "steps_per_run": a.steps,
     }
-    if theirs:
+    if "trl_matched" in med:
+        import transformers
         import trl
 
-        res["trl_distillation_trainer_reverse_kl"] = summarize(theirs)
-        res["trl_version"] = trl.__version__
-        res["ratio_trl_over_shiftkit_median"] = statistics.median(theirs) / statistics.median(step)
+        res["peer"] = {"name": "trl.DistillationTrainer", "version": trl.__version__,
+                       "transformers": transformers.__version__}
+        res["matched"]["trl_settings"] = trl_settings(False)
+        res["ratio"] = med["trl_matched"] / med["shiftkit_vanilla_full"]
+        res["ratio_note"] = ("TRL matched median step / shiftkit one-teacher full-vocab reverse-KL OPD median step; "
+                             "> 1 means shiftkit is faster")
+        res["ratio_direct_opd"] = med["trl_matched"] / med["shiftkit_direct_opd"]
+        res["ratio_direct_opd_note"] = ("TRL matched (one teacher) / shiftkit Direct-OPD (teacher + reference + KL "
+                                        "anchor): different work per step")
+        if "trl_defaults" in med:
+            res["trl_defaults"] = {"ratio": med["trl_defaults"] / med["shiftkit_vanilla_full"],
+                                   "ratio_direct_opd": med["trl_defaults"] / med["shiftkit_direct_opd"],
+                                   "settings": trl_settings(True),
+                                   "note": "TRL's defaults for bf16 / gradient checkpointing on this CPU (no native "
+                                           "bf16); not a matched comparison"}
     atomic_write_json(a.out, res)
-    print(json.dumps({k: v for k, v in res.items() if k not in ("phases",)}, indent=1))
+    print(json.dumps({k: res.get(k) for k in ("ratio", "ratio_direct_opd")} |
+                     {k: {p: round(v[p]["median"], 3) for p in PHASES} for k, v in res["sides"].items()}, indent=1))
 
 
 if __name__ == "__main__":
