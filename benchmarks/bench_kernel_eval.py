@@ -256,6 +256,30 @@ def bench_rewards(n: int) -> dict:
     }
 
 
+def bench_sandbox(n: int = 5) -> dict:
+    """Cost of the jail: a jailed worker from the forkserver (start + hello + close) and a jailed no-op run."""
+    from shiftkit.kernels.build import run_jailed
+    from shiftkit.kernels.evaluate import start_worker
+
+    prob = load_problem(PROBLEMS / "rowsum_scale.py")
+    cfg = EvalConfig()
+    start_worker(prob, None, [], cfg, mode="reference").close()  # forkserver warm
+    ws = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        w = start_worker(prob, None, [], cfg, mode="reference")
+        w.close()
+        ws.append(time.perf_counter() - t0)
+    js = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            rc, _, _ = run_jailed([["true"]], Path(tmp), 30)
+            js.append(time.perf_counter() - t0)
+    return {"jailed_worker_start_close_s": statistics.median(ws), "jailed_noop_run_s": statistics.median(js), "n": n,
+            "isolation": w.sandbox}
+
+
 def bench_side_by_side() -> list[dict]:
     rows = []
     for tag, prob, kind in SIDE_BY_SIDE:
@@ -309,6 +333,9 @@ def main() -> None:
         print("timing stability ...", flush=True)
         res["stability"] = bench_stability(args.repeats)
         print(json.dumps({k: v for k, v in res["stability"].items() if not isinstance(v, list)}), flush=True)
+    if "sandbox" in sections:
+        res["sandbox"] = bench_sandbox()
+        print(json.dumps(res["sandbox"]), flush=True)
     if "rewards" in sections:
         print("reward stability (paired timing) ...", flush=True)
         res["rewards"] = bench_rewards(args.repeats)

@@ -727,7 +727,7 @@ def paired_profile(t: _Trials, solution: Solution | None = None) -> tuple[dict, 
             if diff > untimed_work_bound(med, out_e):
                 t.add(Finding("untimed_work", f"the candidate used {diff / 1e6:.2f} ms more CPU per round than the eager baseline "
                               f"outside its timed calls (median of paired differences; eager {out_e / 1e6:.2f} ms): work moved "
-                              "out of the timed window", "error", "timing"))
+                              "out of the timed window? (review: a backstop that load noise can trip)", "review", "timing"))
         if c.floor_bandwidth_factor > 0 and pr.io_bytes:
             floor_ms = pr.io_bytes / (c.floor_bandwidth_factor * memory_bandwidth(t.device)) * 1e3
             paired["floor_ms"] = floor_ms

@@ -35,7 +35,7 @@ CODES: dict[str, str] = {
     "protocol_violation": "the worker sent a malformed, oversized, unrequested or wrongly-nonced frame",
     "lazy_output": "an output (or input) changed after the timed call replied: work moved out of the timed window",
     "output_layout": "output has a stride-0 or overlapping layout (an expand() view instead of a materialised result)",
-    "untimed_work": "the candidate's worker used far more CPU outside the timed calls than the baseline's",
+    "untimed_work": "the candidate's worker used far more CPU outside the timed calls than the baseline's (review)",
     "below_physical_floor": "time below the memory-bandwidth floor for the bytes the call must move",
     "decoy_kernel": "no built kernel was called during a forward",
     "untrusted_result": "the evaluation ran without the sandbox (allow_unisolated=true): not a trusted reward",
