@@ -67,3 +67,28 @@ def test_two_process_ddp_equals_one_process(trio, tmp_path):
     w2 = load_file(str(tmp_path / "two" / "final" / "model.safetensors"))
     assert max((w0[k] - w1[k]).abs().max().item() for k in w0) > 1e-4
     assert max((w1[k] - w2[k]).abs().max().item() for k in w1) < 1e-5
+
+
+def test_opd_contract_user_data_and_prompt_file_only(trio, tmp_path):
+    """`opd --student S --teacher T --teacher-ref R data=prompts.jsonl prompt_key=question steps=N`, and
+    `prompts=FILE` (no tasks=[] needed) trains on the file's prompts only; samples.jsonl has the per-token Delta."""
+    import json
+
+    from shiftkit.cli import main as cli_main
+
+    qs = [f"{a}+{a}=" for a in range(1, 5)]
+    pf = tmp_path / "prompts.jsonl"
+    pf.write_text("".join(json.dumps({"question": q}) + "\n" for q in qs))
+    base = ["opd", "--student", trio["student"], "--teacher", trio["teacher"], "--teacher-ref", trio["ref"],
+            *[c for c in COMMON if not c.startswith("tasks=")], "samples_every=1"]
+    assert cli_main([*base, f"data={pf}", "prompt_key=question", f"out={tmp_path / 'a'}"]) == 0
+    rows = [json.loads(x) for x in (tmp_path / "a" / "samples.jsonl").read_text().splitlines()]
+    assert rows and all(r["prompt"] in qs for r in rows)
+    assert all(1 <= len(r["delta"]) <= 8 and r["delta/min"] <= r["delta/mean"] <= r["delta/max"] for r in rows)
+    txt = tmp_path / "p.txt"
+    txt.write_text("\n".join(qs) + "\n")
+    assert cli_main([*base, f"prompts={txt}", f"out={tmp_path / 'b'}"]) == 0
+    cfg = json.loads((tmp_path / "b" / "config.json").read_text())
+    assert cfg["tasks"] == [] and cfg["prompts"] == str(txt)
+    rows = [json.loads(x) for x in (tmp_path / "b" / "samples.jsonl").read_text().splitlines()]
+    assert {r["prompt"] for r in rows} <= set(qs)
