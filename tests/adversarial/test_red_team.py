@@ -88,7 +88,8 @@ RUNTIME = [
     ("fork_bomb", SSC, {"thread_spawned"}, {}),
     ("orphan_daemon", SSC, {"thread_spawned"}, {}),
     ("lazy_thread_output", SSC, {"thread_spawned", "output_mismatch", "lazy_output", "degenerate_output"}, {}),
-    ("lazy_thread_output", SSC, {"lazy_output"}, {"threads": 2}),  # the thread is within the allowance: the digest
+    # the thread is within the allowance: the in-window digest (or, when the thread is late, the comparison)
+    ("lazy_thread_output", SSC, {"lazy_output", "output_mismatch"}, {"threads": 2}),
 ]
 
 
@@ -104,7 +105,7 @@ TIMED = [
     ("inplace_during_timing", {"input_mutated", "lazy_output"}),
     ("batch_and_skip", {"lazy_output", "timed_output_mismatch"}),
     ("warmup_detect", {"timed_output_mismatch"}),
-    ("replay_data_ptr", {"reused_output", "timed_output_mismatch", "output_mismatch", "nondeterministic"}),
+    ("replay_version", {"reused_output", "timed_output_mismatch", "output_mismatch", "nondeterministic"}),
 ]
 
 
@@ -143,6 +144,8 @@ def test_candidate_cannot_write_harness_state():
     """At import the candidate tries to forge a baseline, overwrite built artefacts and delete cached
     results: all on a read-only view, so the cache is unchanged and the evaluation is the honest one."""
     cache = Path(os.environ["SHIFTKIT_KERNEL_CACHE"])
+    for stale in (cache / "CANARY_WRITTEN", cache / "baselines" / "forged.json"):  # e.g. from a mutant run
+        stale.unlink(missing_ok=True)
     _eval("harness_state_write", static_checks=False)  # build once
     before = _so_hashes(cache)
     results = {p: p.stat().st_mtime_ns for p in cache.glob("builds/*/result.json")}
