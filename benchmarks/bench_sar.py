@@ -1,14 +1,48 @@
-"""SAR extract: our streaming fast path vs a plain transcription of the official script, side by side.
+"""SAR extract on a Qwen3-1.7B-shaped pair, all 28 layers: shiftkit vs shiftkit's transcription of the
+official algorithm, interleaved matrix by matrix in one process.
 
-Synthetic checkpoint pair with Qwen3-1.7B shapes (hidden 2048, intermediate 6144, 16 q / 8 kv heads of
-128, vocab 151936, tied embeddings): random base, tuned = base + rank-64 delta (singular values 0.9^i) + noise, stored in bf16
-(as RL checkpoints are). ``--layers`` builds a subset of the 28 layers (labelled in the results); the
-official algorithm (both models loaded in fp32, two full SVDs per matrix) runs on ``--official-layers``
-layers and is extrapolated to 28 layers. Both run as separate processes with the same thread count;
-wall time and peak RSS (``wait4`` ru_maxrss) are measured per process. Optionally times
-``shiftkit sar merge --method ties`` and mergekit's TIES (if ``mergekit`` is importable).
+Synthetic checkpoint pair with Qwen3-1.7B shapes (hidden 2048, intermediate 6144, 16 q / 8 kv heads of 128,
+vocab 151936, tied embeddings), stored in bf16 as RL checkpoints are. ``--delta``:
 
-    nice .venv/bin/python benchmarks/bench_sar.py --layers 4 --official-layers 1 --threads 2
+* ``flat`` (default, RL-like): dW = 1e-3 * iid Gaussian (5% of W0's entry scale): a Marchenko-Pastur
+  spectrum with no gap at k, the worst case for the randomized solver (it runs all its iterations, no
+  early stop). Real RL deltas are measured in ``bench_sar_realistic.py``.
+* ``lowrank`` (the earlier benchmark): rank-64 delta with singular values 0.9^i plus 2e-5 noise; the
+  randomized solver stops after 2 iterations there.
+
+Timing (``--threads`` threads, default 1, ``OMP_WAIT_POLICY=PASSIVE``): for every one of the 7 x 28 target
+matrices the driver reads W0 and W1 (bf16) once and runs, in alternating order, (a) ``official_sar_delta``
+(shiftkit's transcription of the official ``svd_rewire_parallel.py``: two full fp32 SVDs per matrix) and
+(b) ``sar_edit_matrix`` with the default options (``solver=auto``: randomized for min(m, n) > 256), and on
+every ``--exact-every``-th layer also (c) ``solver=exact``. Per matrix it records CPU seconds
+(``time.process_time``: with one thread, robust to other jobs on a shared machine) and wall seconds, the
+relative difference ||edit - official|| / ||official|| and the energy ratio (kept rank-k energy / optimal
+rank-k energy, the latter from the exact solver where it ran). Load (bf16 read + fp32 cast of both tensors)
+is timed separately and is the same for both sides. The official script also holds both models in fp32
+(2 x 6.8 GB here); this driver streams one matrix at a time instead (not part of the timed work).
+``--layer-range A:B`` times one shard of layers (several shards may run side by side, each one thread);
+``--assemble`` combines shard files; ``--extract-only`` times the whole ``shiftkit sar extract`` process
+(core + edited checkpoint; wall, CPU seconds of the child, peak RSS) and ``--extract-result`` adds it to
+the assembled file. ``--stop-at HH:MM`` stops a shard after its current layer.
+
+The committed ``sar_bench.json`` (all 28 layers; on a 2-core VM shared with four other agents, load
+average 10-15, hence CPU seconds) came from::
+
+    B="--layers 28 --threads 1 --workdir /tmp/h1/sar28 --keep --out /tmp/h1/sar_bench.json"
+    export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+    for r in 0:4 4:6 6:8 8:10 10:15 15:17 17:19 19:24 24:26 26:28; do   # 10 shards, side by side
+        .venv/bin/python benchmarks/bench_sar.py $B --layer-range $r --skip-extract & done; wait
+    .venv/bin/python benchmarks/bench_sar.py $B --extract-only
+    .venv/bin/python benchmarks/bench_sar.py $B --assemble /tmp/h1/sar_bench.layers*.json \
+        --extract-result /tmp/h1/sar_bench.extract.json --out benchmarks/results/sar_bench.json
+
+(shards 0:4, 10:15 and 19:24 were started as 0:10, 10:19 and 19:28 and stopped after their last layer
+when the other shards were added; the shard files record the layers each ran). One process for everything:
+
+    OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/bench_sar.py --layers 28 --threads 1
+
+``--merge`` additionally times ``shiftkit sar merge --method ties`` and mergekit's TIES (results in
+``sar_merge_bench.json``).
 """
 
 from __future__ import annotations
@@ -17,6 +51,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,7 +83,7 @@ def plan(layers: int):
         [("model.norm.weight", (H,))]
 
 
-def build_pair(root: Path, layers: int, seed: int = 0):
+def build_pair(root: Path, layers: int, delta: str, seed: int = 0):
     from transformers import Qwen3Config
 
     cfg = Qwen3Config(vocab_size=V, hidden_size=H, intermediate_size=I, num_hidden_layers=layers,
@@ -65,12 +100,14 @@ def build_pair(root: Path, layers: int, seed: int = 0):
         else:
             W0 = 0.02 * torch.randn(shape, generator=g)
             W1 = W0
-            if "proj" in name:
+            if "proj" in name and delta == "lowrank":
                 m, n = shape
                 r = 64  # low rank with a decaying spectrum (0.9^i) plus noise
                 U, _ = torch.linalg.qr(torch.randn(m, r, generator=g))
                 Vt, _ = torch.linalg.qr(torch.randn(n, r, generator=g))
                 W1 = W0 + (U * (0.9 ** torch.arange(r))) @ Vt.T + 2e-5 * torch.randn(shape, generator=g)
+            elif "proj" in name:  # flat: iid Gaussian delta, no spectral gap anywhere
+                W1 = W0 + 1e-3 * torch.randn(shape, generator=g)
         wb.write(name, W0.to(torch.bfloat16))
         wt.write(name, W1.to(torch.bfloat16))
     wb.close()
@@ -79,33 +116,102 @@ def build_pair(root: Path, layers: int, seed: int = 0):
         cfg.save_pretrained(root / d)
 
 
-OFFICIAL = r"""
-import sys, time, torch, json
-from safetensors.torch import load_file
-from pathlib import Path
-sys.path.insert(0, sys.argv[4])
-from shiftkit.sar.reference import official_sar_delta
-from shiftkit.sar.linalg import RankSpec
-torch.set_num_threads(int(sys.argv[3]))
-base_dir, tuned_dir, layers = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[5])
-def load(d):  # the official script loads both whole models in fp32
-    out = {}
-    for f in sorted(d.glob("*.safetensors")):
-        out.update({k: v.float() for k, v in load_file(str(f)).items()})
-    return out
-t0 = time.time(); B, T = load(base_dir), load(tuned_dir); t_load = time.time() - t0
-targets = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-out, per = {}, {}
-t1 = time.time()
-for name in B:
-    if any(t in name for t in targets) and int(name.split(".")[2]) < layers:
-        s = time.time()
-        out[name] = official_sar_delta(B[name], T[name], RankSpec('fraction', 0.01))  # fp32 W_sar - W0
-        per[name] = time.time() - s
-t_edit = time.time() - t1
-torch.save(out, sys.argv[6])
-print(json.dumps({"load_s": t_load, "edit_s": t_edit, "per_matrix_s": per}))
-"""
+TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def summarize(xs: list[float]) -> dict:
+    return {"min": min(xs), "median": statistics.median(xs), "max": max(xs), "n": len(xs)}
+
+
+def interleaved(work: Path, layers: range, exact_every: int, stop_at: str, partial: Path) -> dict:
+    """Per-matrix side-by-side timing and fidelity on ``layers`` (see the module docstring); rows are
+    written to ``partial`` after every layer."""
+    from shiftkit.sar.edit import EditOptions, sar_edit_matrix
+    from shiftkit.sar.linalg import RankSpec
+    from shiftkit.sar.reference import official_sar_delta
+
+    rb, rt = CheckpointReader(work / "base"), CheckpointReader(work / "tuned")
+    spec = RankSpec("fraction", 0.01)
+    variants = {"default": EditOptions(delta_rank=spec), "exact": EditOptions(delta_rank=spec, solver="exact")}
+    rows: dict[str, dict] = {}
+    done: list[int] = []
+    t_all = time.time()
+    for li in layers:
+        if stop_at and time.strftime("%H:%M") >= stop_at:
+            break
+        for t in TARGETS:
+            name = next(n for n in rb.names if n.startswith(f"model.layers.{li}.") and f".{t}." in n)
+            s = time.perf_counter()
+            W0, W1 = rb.get(name).float(), rt.get(name).float()
+            row = {"load_s": time.perf_counter() - s, "shape": list(W0.shape)}
+            run = ["official", "default"] + (["exact"] if exact_every and li % exact_every == 0 else [])
+            if (li * len(TARGETS) + TARGETS.index(t)) % 2:
+                run = run[::-1]
+            out = {}
+            for v in run:
+                s, c = time.perf_counter(), time.process_time()
+                if v == "official":
+                    out[v] = official_sar_delta(W0, W1, spec)
+                else:
+                    out[v] = sar_edit_matrix(W0, W1, variants[v])
+                row[f"{v}_s"] = time.perf_counter() - s
+                row[f"{v}_cpu_s"] = time.process_time() - c
+            D = out["official"]
+            for v in run:
+                if v == "official":
+                    continue
+                e = out[v]
+                row[f"{v}_rel_diff"] = la.rel_err(e.B_mq @ e.A_qn, D)
+                row[f"{v}_energy_lowrank"] = e.stats["energy_lowrank"]
+                row["k"] = e.stats["k"]
+            if "exact" in out:
+                row["default_energy_ratio"] = row["default_energy_lowrank"] / row["exact_energy_lowrank"]
+            row["load_avg_1min"] = os.getloadavg()[0]
+            rows[name.split("layers.")[1]] = row
+            del out, D, W0, W1
+        done.append(li)
+        tot = {k: sum(r[k] for r in rows.values()) for k in ("official_cpu_s", "default_cpu_s")}
+        print(f"layer {li}: official {tot['official_cpu_s']:.0f} cpu-s, default {tot['default_cpu_s']:.0f} cpu-s "
+              f"so far ({time.time() - t_all:.0f} s wall)", flush=True)
+        partial.write_text(json.dumps({"layers_done": done, "rows": rows}, indent=1))
+    return {"layers_done": done, "rows": rows}
+
+
+def assemble(parts: list[dict]) -> dict:
+    """Totals and fidelity over the per-matrix rows of one or more shards."""
+    rows = {k: v for p in parts for k, v in p["rows"].items()}
+    done = sorted(li for p in parts for li in p["layers_done"])
+    tot = lambda key, sel=None: sum(r[key] for r in (sel or rows.values()))  # noqa: E731
+    res = {"layers_run": len(done), "layers": done, "matrices": len(rows),
+           "official_s": tot("official_s"), "default_s": tot("default_s"),
+           "official_cpu_s": tot("official_cpu_s"), "default_cpu_s": tot("default_cpu_s"), "load_s": tot("load_s"),
+           "default_rel_diff_vs_official": summarize([r["default_rel_diff"] for r in rows.values()]),
+           "default_energy_lowrank": summarize([r["default_energy_lowrank"] for r in rows.values()]),
+           "load_avg_1min": summarize([r["load_avg_1min"] for r in rows.values()])}
+    res["speedup_cpu"] = res["official_cpu_s"] / res["default_cpu_s"]
+    res["speedup_wall"] = res["official_s"] / res["default_s"]
+    res["speedup_wall_incl_load"] = (res["official_s"] + res["load_s"]) / (res["default_s"] + res["load_s"])
+    n_ex = [r for r in rows.values() if "exact_s" in r]
+    if n_ex:
+        ex = {"matrices": len(n_ex), "layers": sorted({int(k.split(".")[0]) for k, r in rows.items() if "exact_s" in r}),
+              "official_cpu_s": tot("official_cpu_s", n_ex), "exact_cpu_s": tot("exact_cpu_s", n_ex),
+              "default_cpu_s": tot("default_cpu_s", n_ex),
+              "exact_rel_diff_vs_official": summarize([r["exact_rel_diff"] for r in n_ex]),
+              "default_energy_ratio": summarize([r["default_energy_ratio"] for r in n_ex]),
+              "default_rel_diff_vs_official": summarize([r["default_rel_diff"] for r in n_ex])}
+        ex["speedup_cpu_exact"] = ex["official_cpu_s"] / ex["exact_cpu_s"]
+        ex["speedup_cpu_default"] = ex["official_cpu_s"] / ex["default_cpu_s"]
+        res["exact_subset"] = ex
+    by_shape: dict = {}
+    for k, r in rows.items():
+        t = k.split(".")[-2]
+        b = by_shape.setdefault(t, {"official_cpu_s": 0.0, "default_cpu_s": 0.0, "n": 0})
+        b["official_cpu_s"] += r["official_cpu_s"]
+        b["default_cpu_s"] += r["default_cpu_s"]
+        b["n"] += 1
+    res["per_target_cpu_s"] = by_shape
+    res["per_matrix"] = rows
+    return res
 
 
 MERGEKIT = r"""
@@ -154,114 +260,113 @@ def measured(cmd, env=None):
     wall = time.time() - t0
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(map(str, cmd[:5]))} failed ({p.returncode}): {err.decode()[-3000:]}")
+    measured.cpu_s = ru.ru_utime + ru.ru_stime  # the child's CPU seconds (robust to other jobs' load)
     return wall, ru.ru_maxrss / 1024.0, out.decode(), err.decode()
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--official-layers", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=28)
+    ap.add_argument("--delta", choices=("flat", "lowrank"), default="flat")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--exact-every", type=int, default=7, help="also time solver=exact on every N-th layer (0: never)")
+    ap.add_argument("--stop-at", default="", help="HH:MM: stop the interleaved timing after the current layer")
+    ap.add_argument("--layer-range", default="", help="A:B: time only layers A..B-1 (one shard; --skip-extract)")
+    ap.add_argument("--assemble", nargs="*", default=[], help="shard files (from --layer-range runs) to combine "
+                    "instead of timing here")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "sar_bench.json"))
-    ap.add_argument("--skip-merge", action="store_true")
+    ap.add_argument("--skip-extract", action="store_true")
+    ap.add_argument("--extract-only", action="store_true", help="only time the whole `sar extract` process")
+    ap.add_argument("--extract-result", default="", help="with --assemble: take extract_process from this file")
+    ap.add_argument("--merge", action="store_true")
     ap.add_argument("--mergekit-path", default="/tmp/sar_mk", help="where mergekit 0.1.5 is importable from")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="sar_bench_"))
     work.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONPATH=str(ROOT))
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OMP_WAIT_POLICY="PASSIVE", PYTHONPATH=str(ROOT))
     res: dict = {"shapes": "Qwen3-1.7B (hidden 2048, intermediate 6144, q 2048x2048, k/v 1024x2048, vocab 151936, tied)",
-                 "layers_built": args.layers, "layers_full_model": L_FULL, "dtype": "bf16",
-                 "threads": args.threads, "machine": f"{os.cpu_count()} CPUs, torch {torch.__version__}"}
+                 "layers_built": args.layers, "layers_full_model": L_FULL, "dtype": "bf16", "delta": args.delta,
+                 "threads": args.threads, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+                 "machine": f"{os.cpu_count()} CPUs (shared with other jobs), torch {torch.__version__}",
+                 "official_label": "shiftkit's transcription of the official algorithm (shiftkit/sar/reference.py: "
+                                   "two full fp32 SVDs per matrix)",
+                 "command": "python benchmarks/bench_sar.py " + " ".join(sys.argv[1:])}
+    out = Path(args.out)
     try:
         t0 = time.time()
         if not (work / "base" / "model.safetensors.index.json").exists():
             (work / "base").mkdir(exist_ok=True)
             (work / "tuned").mkdir(exist_ok=True)
-            build_pair(work, args.layers)
+            build_pair(work, args.layers, args.delta)
         res["build_s"] = round(time.time() - t0, 1)
         r = CheckpointReader(work / "base")
-        largest = max(r.nbytes(n) for n in r.names)
-        largest_target = max(r.nbytes(n) for n in r.names if "proj" in n)
-        res["largest_tensor_mib"] = largest / 2**20
-        res["largest_target_fp32_mib"] = largest_target * 2 / 2**20
+        res["largest_tensor_mib"] = max(r.nbytes(n) for n in r.names) / 2**20
         res["checkpoint_mib"] = sum(r.nbytes(n) for n in r.names) / 2**20
-
-        # ours: full streaming extract + edited checkpoint
-        cmd = [sys.executable, "-m", "shiftkit", "sar", "extract", "--base", str(work / "base"), "--tuned",
-               str(work / "tuned"), "--out", str(work / "core"), f"edited_out={work / 'edited'}",
-               f"threads={args.threads}", "device=cpu", "core_dtype=fp32", "--json"]
-        wall, rss, out, _ = measured(cmd, env)
-        summ = json.loads(out)
-        mats = json.loads((work / "core" / "sar_core.json").read_text())["matrices"]
-        mat_s = sum(r["seconds"] for r in mats.values())  # edit + cast + write of the target matrices
-        per_layer_marginal = mat_s / args.layers
-        res["ours"] = {"wall_s": round(wall, 2), "peak_rss_mib": round(rss, 1), "matrices": summ["matrices"],
-                       "target_matrices_s": round(mat_s, 2),
-                       "fixed_s": round(wall - mat_s, 2),
-                       "per_layer_s": round(per_layer_marginal, 2),
-                       "extrapolated_28_layers_s": round(wall + (L_FULL - args.layers) * per_layer_marginal, 1),
-                       "extrapolated_28_layers_s_conservative": round(wall / args.layers * L_FULL, 1),
-                       "per_matrix_s": {k.split("layers.")[1]: r["seconds"] for k, r in mats.items()},
-                       "note": "fixed = whole process minus target-matrix time (imports, embedding/norm I/O, hashing, "
-                               "core + diagnostics); extrapolated = wall + (28 - layers) x per-layer matrix time; "
-                               "conservative = wall / layers x 28",
-                       "param_fraction": summ["param_fraction"], "energy": summ["energy"]}
-
-        # official transcription on a subset of layers
-        off_out = work / "official.pt"
-        wall_o, rss_o, out_o, _ = measured([sys.executable, "-c", OFFICIAL, str(work / "base"), str(work / "tuned"),
-                                            str(args.threads), str(ROOT), str(args.official_layers), str(off_out)], env)
-        o = json.loads(out_o)
-        per_layer = o["edit_s"] / args.official_layers
-        res["official"] = {"layers_run": args.official_layers, "edit_s": round(o["edit_s"], 2),
-                           "load_s": round(o["load_s"], 2), "wall_s": round(wall_o, 2), "peak_rss_mib": round(rss_o, 1),
-                           "edit_s_per_layer": round(per_layer, 2),
-                           "extrapolated_28_layers_s": round(per_layer * L_FULL, 1),
-                           "per_matrix_s": {k.split("layers.")[1]: round(v, 2) for k, v in o["per_matrix_s"].items()},
-                           "note": "two full fp32 SVDs per matrix; both models held in fp32; extrapolated = per-layer edit time x 28"}
-        off_28 = o["load_s"] * L_FULL / max(args.layers, 1) + per_layer * L_FULL  # its load scales with the model too
-        res["official"]["extrapolated_28_layers_incl_load_s"] = round(off_28, 1)
-        res["speedup_per_layer_linear_algebra"] = round(per_layer / per_layer_marginal, 1)
-        res["speedup_extrapolated_28_layers"] = round(off_28 / res["ours"]["extrapolated_28_layers_s"], 1)
-        res["speedup_extrapolated_28_layers_conservative"] = round(
-            per_layer * L_FULL / res["ours"]["extrapolated_28_layers_s_conservative"], 1)
-        # equal output on the layers both ran
-        from safetensors import safe_open
-        ref = torch.load(off_out)
-        errs = {}
-        with safe_open(str(work / "core" / "core.safetensors"), "pt") as core:
-            for n, D in ref.items():
-                ours = core.get_tensor(n + ".B").float() @ core.get_tensor(n + ".A").float()
-                errs[n.split("layers.")[1]] = la.rel_err(ours, D)
-        res["equal_output"] = {"max_rel_err_of_edit_vs_official": max(errs.values()), "per_matrix": errs,
-                               "note": "||B A - D_official|| / ||D_official||, fp32 edit before the cast to bf16"}
-        res["rss_budget_mib"] = {"largest_tensor_x3": round(3 * largest / 2**20, 1),
-                                 "ours_minus_3x_largest": round(rss - 3 * largest / 2**20, 1)}
-
-        if not args.skip_merge:
+        res["load_avg_start"] = os.getloadavg()
+        if args.extract_only:
+            parts = None
+        elif args.assemble:
+            parts = [json.loads(Path(p).read_text()) for p in args.assemble]
+            res["shards"] = [{"file": Path(p).name, "layers": q["layers_done"], "command": q.get("command", "")}
+                             for p, q in zip(args.assemble, parts)]
+        else:
+            lr = range(*map(int, args.layer_range.split(":"))) if args.layer_range else range(args.layers)
+            part_file = out.with_suffix(f".layers{lr.start}-{lr.stop - 1}.json")
+            parts = [interleaved(work, lr, args.exact_every, args.stop_at, part_file)]
+            parts[0]["command"] = res["command"]
+            part_file.write_text(json.dumps(parts[0], indent=1))
+            if args.layer_range:  # one shard: its rows only
+                return
+        if parts is not None:
+            res["interleaved"] = assemble(parts)
+        res["load_avg_after_interleaved"] = os.getloadavg()
+        if args.extract_result:
+            res["extract_process"] = json.loads(Path(args.extract_result).read_text())["extract_process"]
+        elif not args.skip_extract:
+            cmd = [sys.executable, "-m", "shiftkit", "sar", "extract", "--base", str(work / "base"), "--tuned",
+                   str(work / "tuned"), "--out", str(work / "core"), f"edited_out={work / 'edited'}",
+                   f"threads={args.threads}", "device=cpu", "core_dtype=fp32", "--json"]
+            wall, rss, o, _ = measured(cmd, env)
+            summ = json.loads(o)
+            mats = json.loads((work / "core" / "sar_core.json").read_text())["matrices"]
+            mat_s = sum(x["seconds"] for x in mats.values())
+            res["extract_process"] = {"wall_s": round(wall, 2), "cpu_s": round(measured.cpu_s, 2),
+                                      "peak_rss_mib": round(rss, 1), "load_avg_before": res["load_avg_start"],
+                                      "command": " ".join(cmd[1:]),
+                                      "matrices": summ["matrices"], "target_matrices_s": round(mat_s, 2),
+                                      "fixed_s": round(wall - mat_s, 2), "energy": summ["energy"],
+                                      "note": "whole `shiftkit sar extract` process over all built layers: core + "
+                                              "edited checkpoint, default solver; fixed = wall - target-matrix time"}
+            res["load_avg_end"] = os.getloadavg()
+            if args.extract_only:
+                out = out.with_suffix(".extract.json")
+        if args.merge:
+            mres = {"layers_built": args.layers, "delta": args.delta, "threads": args.threads,
+                    "command": res["command"]}
             cmd = [sys.executable, "-m", "shiftkit", "sar", "merge", "--base", str(work / "base"), "--experts",
                    str(work / "tuned"), str(work / "edited"), "--method", "ties", "--out", str(work / "merged"),
                    "density=0.5", f"threads={args.threads}", "--json"]
             wall_m, rss_m, _, _ = measured(cmd, env)
-            res["merge_ties_ours"] = {"wall_s": round(wall_m, 2), "peak_rss_mib": round(rss_m, 1), "experts": 2}
+            mres["merge_ties_ours"] = {"wall_s": round(wall_m, 2), "peak_rss_mib": round(rss_m, 1), "experts": 2}
             mk_env = dict(env, PYTHONPATH=os.pathsep.join([str(ROOT), args.mergekit_path]))
             try:
                 wall_k, rss_k, out_k, _ = measured([sys.executable, "-c", MERGEKIT, str(work / "base"),
                                                     str(work / "tuned"), str(work / "edited"), str(args.threads)],
                                                    mk_env)
-                res["merge_ties_vs_mergekit"] = {**json.loads(out_k), "process_peak_rss_mib": round(rss_k, 1)}
+                mres["merge_ties_vs_mergekit"] = {**json.loads(out_k), "process_peak_rss_mib": round(rss_k, 1)}
             except RuntimeError as e:
-                res["merge_ties_vs_mergekit"] = f"mergekit not run: {str(e)[-300:]}"
+                mres["merge_ties_vs_mergekit"] = f"mergekit not run: {str(e)[-300:]}"
+            (out.parent / "sar_merge_bench.json").write_text(json.dumps(mres, indent=2) + "\n")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(res, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in res.items() if k != "equal_output"}, indent=2))
-    print("max rel err vs official:", res.get("equal_output", {}).get("max_rel_err_of_edit_vs_official"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=2) + "\n")
+    iv = res.get("interleaved", res.get("extract_process"))
+    print(json.dumps({k: v for k, v in iv.items() if k != "per_matrix"}, indent=2))
 
 
 if __name__ == "__main__":
