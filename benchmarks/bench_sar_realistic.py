@@ -291,14 +291,13 @@ def main() -> None:
         print("smol matrices done", flush=True)
         save()
         d = {"base": smol_eval(a.smol_base, test), "tuned": smol_eval(a.smol_tuned, test)}
+        smol["downstream"] = d  # filled in as it goes (saved after every model)
         for rank in a.smol_ranks:
             for name, solver, seed in DOWN_VARIANTS[:1 + a.smol_downstream_seeds]:
                 p = extract_edited(a.smol_base, a.smol_tuned, work / "smol" / f"r{rank}_{name}", rank, solver, seed)
                 d[f"sar{rank}/{name}"] = smol_eval(p, test)
                 print(f"smol {rank} {name}: {d[f'sar{rank}/{name}']}", flush=True)
                 save()
-        smol["downstream"] = d
-        save()
     if "synthetic" in a.parts:
         res["synthetic"] = synthetic()
         save()
