@@ -172,13 +172,26 @@ def test_sft_messages_rows_through_the_chat_template(chat_dir, wp, tmp_path, cap
     assert tok.decode(enc.prompt_ids) == "[user]1+1=<eos>[assistant]" and tok.decode(enc.completion_ids) == "2<eos>"
 
 
-def test_rl_rollouts_see_the_chat_template(chat_dir, wp, tmp_path, capsys):
+def test_rl_rollouts_see_the_chat_template(chat_dir, wp, tmp_path, capsys, monkeypatch):
+    from shiftkit import loopkit
+    from shiftkit.prompts import PromptRenderer
+
+    seen = []
+    real = loopkit.sample
+
+    def spy(model, tok, prompts=None, **kw):
+        seen.append(kw.get("prompt_ids") or [tok(p, add_special_tokens=False)["input_ids"] for p in prompts])
+        return real(model, tok, prompts, **kw)
+
+    monkeypatch.setattr(loopkit, "sample", spy)
     out = tmp_path / "rl"
     rc = main(["rl", "--model", str(chat_dir), f"data={wp / 'train.jsonl'}", "prompt_key=question", *FAST,
                "samples_every=1", f"out={out}"])
     assert rc == 0, capsys.readouterr().err
-    # the prompt column stays the user's text; the sampler got the rendered ids (checked in test_pipeline)
-    assert _rows(out / "samples.jsonl")[0]["prompt"].endswith("=")
+    _, tok = load_model_and_tokenizer(chat_dir)
+    first = _rows(out / "samples.jsonl")[0]["prompt"]  # the prompt column stays the user's text
+    assert seen[0][0] == PromptRenderer(tok).ids(first)  # the sampler got the chat-rendered ids
+    assert tok.decode(seen[0][0]) == f"[user]{first}<eos>[assistant]"
 
 
 # ------------------------------------------------------------------------------ bad input
@@ -216,14 +229,13 @@ def test_bad_inputs_are_one_line_errors_and_write_nothing(pico_dir, chat_dir, wp
 def test_keys_the_run_does_not_read_are_errors(pico_dir, wp, tmp_path, capsys):
     out = tmp_path / "r"
     data = f"data={wp / 'train.jsonl'}"
-    _one_line(capsys, ["rl", "--model", str(pico_dir), data, "prompt_key=question", "eval_n=5", f"out={out}"],
-              "does not read eval_n", out)
-    _one_line(capsys, ["rl", "--model", str(pico_dir), "tasks=add", "prompt_key=question", f"out={out}"],
-              "does not read prompt_key", out)
-    _one_line(capsys, ["rl", "--model", str(pico_dir), "tasks=add", data, f"out={out}"], "not both", out)
-    _one_line(capsys, ["sft", "--model", str(pico_dir), f"data={wp / 'sft.jsonl'}", "error_rate=0.1", f"out={out}"],
-              "does not read error_rate", out)
-    _one_line(capsys, ["eval", "--model", str(pico_dir), data, "n=5"], "does not read n")
+    rl = ["rl", "--model", str(pico_dir), *FAST, "steps=1", f"out={out}"]  # (a mutant that trains stays quick)
+    _one_line(capsys, [*rl, data, "prompt_key=question", "eval_n=5"], "does not read eval_n", out)
+    _one_line(capsys, [*rl, "tasks=add", "prompt_key=question"], "does not read prompt_key", out)
+    _one_line(capsys, [*rl, "tasks=add", data], "not both", out)
+    _one_line(capsys, ["sft", "--model", str(pico_dir), f"data={wp / 'sft.jsonl'}", "error_rate=0.1", "steps=1",
+                       f"out={out}"], "does not read error_rate", out)
+    _one_line(capsys, ["eval", "--model", str(pico_dir), data, "n=5", "max_new_tokens=2"], "does not read n")
 
 
 @pytest.fixture(scope="module")
