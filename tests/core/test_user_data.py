@@ -379,3 +379,28 @@ def test_wandb_missing_is_a_clear_error(pico_dir, wp, tmp_path, capsys):
         pytest.skip("wandb installed")
     _one_line(capsys, ["rl", "--model", str(pico_dir), f"data={wp / 'train.jsonl'}", "report_to=wandb",
                        f"out={tmp_path / 'r'}"], "pip install", tmp_path / "r")
+
+
+def test_eval_with_the_aime_config_on_a_cached_dataset(pico_dir, tmp_path, monkeypatch, capsys):
+    """`shiftkit eval --model M --config configs/eval/aime.yaml` on a (fake) cached copy of the dataset:
+    the papers' protocol keys are the eval command's keys; only the length and K are shrunk here."""
+    pytest.importorskip("datasets")
+    repo = "Maxwell-Jia/AIME_2024"
+    folder = tmp_path / "hub" / ("datasets--" + repo.replace("/", "--"))
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    snap = folder / "snapshots" / commit / "data"
+    snap.mkdir(parents=True)
+    (snap / "train.jsonl").write_text("".join(json.dumps({"ID": f"2024-I-{i}", "Problem": f"What is {i}+{i}?",
+                                                          "Answer": 2 * i}) + "\n" for i in range(1, 4)))
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text(commit)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    aime = Path(__file__).resolve().parents[2] / "configs" / "eval" / "aime.yaml"
+    out = tmp_path / "ev"
+    rc = main(["eval", "--model", str(pico_dir), "--config", str(aime), "samples=2", "max_new_tokens=4", "threads=1",
+               f"out={out}", "--json"])
+    assert rc == 0, capsys.readouterr().err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["n_problems"] == 3 and "avg@2" in s and s["data"].startswith(repo) and "template dapo" in s["prompts"]
+    rows = _rows(out / "problems.jsonl")
+    assert rows[0]["answer"] == "2" and len(rows[0]["samples"]) == 2
