@@ -91,9 +91,9 @@ def evaluate_model(
         flat = [(i, j) for i in range(len(problems)) for j in range(n_samples)]
         bar = None
         if progress:
-            from tqdm import tqdm
+            from shiftkit.loopkit import progress_bar
 
-            bar = tqdm(total=len(flat), desc="pass@k samples", leave=False)
+            bar = progress_bar(len(flat), 0, "pass@k samples")  # log lines when stderr is not a terminal
         for s in range(0, len(flat), batch_size):
             chunk = flat[s : s + batch_size]
             r = sample(model, tokenizer, [prompts[i] for i, _ in chunk], max_new_tokens=max_new_tokens,

@@ -192,9 +192,10 @@ class LineProgress:
         self.t0 = self.t_last = time.time()
 
     def update(self, n: int = 1) -> None:
+        mark = self.n // self.every
         self.n += n
         now = time.time()
-        if self.n % self.every == 0 or self.n == self.total or now - self.t_last > 30:
+        if self.n // self.every > mark or self.n >= self.total or now - self.t_last > 30:
             self.t_last = now
             extra = " ".join(f"{k}={v}" for k, v in self.postfix.items())
             print(f"{self.desc}: step {self.n}/{self.total} ({now - self.t0:.0f}s) {extra}".rstrip(),

@@ -404,3 +404,24 @@ def test_eval_with_the_aime_config_on_a_cached_dataset(pico_dir, tmp_path, monke
     assert s["n_problems"] == 3 and "avg@2" in s and s["data"].startswith(repo) and "template dapo" in s["prompts"]
     rows = _rows(out / "problems.jsonl")
     assert rows[0]["answer"] == "2" and len(rows[0]["samples"]) == 2
+
+
+def test_line_progress_by_hand():
+    import io
+
+    from shiftkit.loopkit import LineProgress, progress_bar
+
+    buf = io.StringIO()
+    assert isinstance(progress_bar(10, 0, "x", buf), LineProgress)  # a StringIO is no terminal
+    bar = LineProgress(40, 0, "sft", buf)  # every 40 // 20 = 2 steps
+    for i in range(40):
+        bar.set_postfix(loss=f"{i:.1f}")
+        bar.update(1)
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 20 and "\r" not in buf.getvalue()
+    assert lines[0].startswith("sft: step 2/40") and lines[-1].startswith("sft: step 40/40") and "loss=39.0" in lines[-1]
+    buf2 = io.StringIO()
+    big = LineProgress(1000, 0, "pass@k", buf2)  # updates in chunks still cross the marks (every 50)
+    for _ in range(4):
+        big.update(256)
+    assert len(buf2.getvalue().splitlines()) == 4
