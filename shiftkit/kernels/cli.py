@@ -3,29 +3,80 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
+from shiftkit.errors import ShiftkitError
+from shiftkit.kernels.evaluate import EvalConfig
+
+# Every input of a kernels command is a config field (settable by --config and key=value); the
+# flags below are aliases. Job fields sit beside the evaluation's own EvalConfig fields, flat.
 
 
-def _add_config_args(p: argparse.ArgumentParser) -> None:
+@dataclasses.dataclass
+class EvalJob(EvalConfig):
+    problem: str = ""  # KernelBench-format problem file
+    solution: str = ""  # solution .py file or workspace directory
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.problem or not self.solution:
+            raise ShiftkitError("kernels eval needs problem=FILE and solution=FILE|DIR (or --problem/--solution)")
+
+
+@dataclasses.dataclass
+class EvalSetJob(EvalConfig):
+    problems: str = ""  # directory of problem files
+    solutions: str = ""  # directory: <problem>.py or <problem>/<solution>
+    workers: int = 2  # worker processes of the pool
+    out: str = "runs/kernels/eval_set.jsonl"  # JSONL output (+ .summary.txt)
+    ray: bool = False  # run the pool on Ray (optional extra)
+    ray_address: str = ""  # existing Ray cluster address ("" = start a local one)
+    progress: bool = True  # progress bar (log lines when stderr is not a terminal)
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.problems or not self.solutions:
+            raise ShiftkitError("kernels eval-set needs problems=DIR and solutions=DIR (or --problems/--solutions)")
+        if self.workers < 1:
+            raise ShiftkitError(f"kernels eval-set: workers must be >= 1, got {self.workers}")
+
+
+@dataclasses.dataclass
+class ImportJob:
+    source: str = ""  # KernelBench checkout (or a levelN directory)
+    level: int = 0  # KernelBench level (1, 2, 3)
+    scale: str = "none"  # cpu (shrink sizes to run on a CPU) | none
+    out: str = "runs/kernels/problems"  # output directory of problem files
+    only: list[str] = dataclasses.field(default_factory=list)  # problem numbers or stems to import (empty = all)
+    keep_degenerate: bool = False  # keep problems whose output is (near) constant
+    min_ms: float = 1.0  # drop problems whose eager time is below this (after scaling)
+    max_ms: float = 100.0  # drop problems whose eager time is above this
+
+    def validate(self) -> None:
+        if not self.source or self.level <= 0:
+            raise ShiftkitError("kernels import-kernelbench needs source=DIR and level=N (or DIR --level N)")
+        if self.scale not in ("cpu", "none"):
+            raise ShiftkitError(f"kernels import-kernelbench: scale must be cpu or none, got {self.scale!r}")
+
+
+def _eval_config(job) -> EvalConfig:
+    """The evaluation's own config out of a job config (the job fields stay with the command)."""
+    return EvalConfig(**{f.name: getattr(job, f.name) for f in dataclasses.fields(EvalConfig)})
+
+
+def _add_config_args(p: argparse.ArgumentParser, aliases: dict[str, str], **flag_kw) -> None:
     from shiftkit.cli import add_config_args
 
-    add_config_args(p)
-
-
-def _config(args, **cli):
-    from shiftkit.config import load_config
-    from shiftkit.kernels.evaluate import EvalConfig
-
-    base = {k: v for k, v in cli.items() if v is not None}
-    return load_config(EvalConfig, args.config, args.overrides, base=base)
+    add_config_args(p, aliases, **flag_kw)
 
 
 def cmd_eval(args) -> dict:
+    from shiftkit.cli import config_from_args
     from shiftkit.kernels.evaluate import evaluate
 
-    cfg = _config(args, backend=args.backend)
-    r = evaluate(args.problem, args.solution, cfg)
+    job = config_from_args(EvalJob, args)
+    r = evaluate(job.problem, job.solution, _eval_config(job))
     d = r.to_dict()
     if not args.json:
         print(f"compiled: {r.compiled}\ncorrect:  {r.correct}\nreward:   {r.reward:+g}\nreason:   {r.reason}")
@@ -48,12 +99,15 @@ def cmd_eval_set(args) -> dict:
     from shiftkit.kernels.evalset import pair_up, run_pool, summary_table
     from shiftkit.kernels.metrics import set_metrics
 
-    cfg = _config(args, backend=args.backend)
-    pairs = pair_up(args.problems, args.solutions)
-    out = Path(args.out)
+    from shiftkit.cli import config_from_args
+
+    job = config_from_args(EvalSetJob, args)
+    cfg = _eval_config(job)
+    pairs = pair_up(job.problems, job.solutions)
+    out = Path(job.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    results = run_pool(pairs, cfg, args.workers, out, use_ray=args.ray, ray_address=args.ray_address,
-                       progress=not args.no_progress)
+    results = run_pool(pairs, cfg, job.workers, out, use_ray=job.ray, ray_address=job.ray_address or None,
+                       progress=job.progress)
     table = summary_table(results)
     (out.with_suffix(".summary.txt")).write_text(table + "\n")
     if not args.json:
@@ -65,11 +119,17 @@ def cmd_eval_set(args) -> dict:
 def cmd_import(args) -> dict:
     from dataclasses import asdict
 
+    from shiftkit.cli import config_from_args
     from shiftkit.kernels.kernelbench import import_kernelbench
 
-    only = [s.strip() for s in args.only.split(",")] if args.only else None
-    recs = import_kernelbench(args.dir, args.level, args.out, scale=args.scale, only=only,
-                              keep_degenerate=args.keep_degenerate, min_ms=args.min_ms, max_ms=args.max_ms)
+    pos = getattr(args, "source_pos", None)
+    if pos and "=" in pos:  # no DIR given: the first key=value landed in the positional slot
+        args.overrides = [pos, *(args.overrides or [])]
+        pos = None
+    job = config_from_args(ImportJob, args, base={"source": pos} if pos else None)
+    only = [str(x).strip() for x in job.only] or None
+    recs = import_kernelbench(job.source, job.level, job.out, scale=job.scale, only=only,
+                              keep_degenerate=job.keep_degenerate, min_ms=job.min_ms, max_ms=job.max_ms)
     if not args.json:
         for r in recs:
             status = "imported" if r.out else "skipped "
@@ -81,38 +141,31 @@ def cmd_import(args) -> dict:
 
 def register_eval(ksub) -> None:
     p = ksub.add_parser("eval", help="evaluate one solution: compile, verify, profile, reward")
-    p.add_argument("--problem", required=True, help="KernelBench-format problem file")
-    p.add_argument("--solution", required=True, help="solution .py file or workspace directory")
-    p.add_argument("--backend", choices=["cpu", "cuda"], default=None)
-    _add_config_args(p)
+    _add_config_args(p, {"--problem": "problem", "--solution": "solution", "--backend": "backend"},
+                     backend={"choices": ["cpu", "cuda"]})
     p.set_defaults(func=cmd_eval)
 
 
 def register_eval_set(ksub) -> None:
     p = ksub.add_parser("eval-set", help="evaluate many solutions in a process pool (or on Ray)")
-    p.add_argument("--problems", required=True, help="directory of problem files")
-    p.add_argument("--solutions", required=True, help="directory: <problem>.py or <problem>/<solution>")
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--out", default="runs/kernels/eval_set.jsonl", help="JSONL output (+ .summary.txt)")
-    p.add_argument("--backend", choices=["cpu", "cuda"], default=None)
-    p.add_argument("--ray", action="store_true", help="run the pool on Ray (optional extra)")
-    p.add_argument("--ray-address", default=None, help="existing Ray cluster address (default: start a local one)")
-    p.add_argument("--no-progress", action="store_true")
-    _add_config_args(p)
+    _add_config_args(p, {"--problems": "problems", "--solutions": "solutions", "--workers": "workers",
+                         "--out": "out", "--backend": "backend", "--ray-address": "ray_address"},
+                     backend={"choices": ["cpu", "cuda"]})
+    p.add_argument("--ray", dest="alias:ray", action="store_const", const="true", default=None,
+                   help="alias of ray=true")
+    p.add_argument("--no-progress", dest="alias:progress", action="store_const", const="false", default=None,
+                   help="alias of progress=false")
     p.set_defaults(func=cmd_eval_set)
 
 
 def register_import(ksub) -> None:
     p = ksub.add_parser("import-kernelbench", help="convert KernelBench problem files into our problem set")
-    p.add_argument("dir", help="KernelBench checkout (or a levelN directory)")
-    p.add_argument("--level", type=int, required=True)
-    p.add_argument("--scale", choices=["cpu", "none"], default="none")
-    p.add_argument("--out", default="runs/kernels/problems")
-    p.add_argument("--only", default=None, help="comma-separated problem numbers or stems")
-    p.add_argument("--keep-degenerate", action="store_true")
-    p.add_argument("--min-ms", type=float, default=1.0)
-    p.add_argument("--max-ms", type=float, default=100.0)
-    p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    p.add_argument("source_pos", nargs="?", metavar="DIR", default=None,
+                   help="KernelBench checkout or levelN directory (alias of source=DIR)")
+    _add_config_args(p, {"--level": "level", "--scale": "scale", "--out": "out", "--only": "only",
+                         "--min-ms": "min_ms", "--max-ms": "max_ms"})
+    p.add_argument("--keep-degenerate", dest="alias:keep_degenerate", action="store_const", const="true",
+                   default=None, help="alias of keep_degenerate=true")
     p.set_defaults(func=cmd_import)
 
 

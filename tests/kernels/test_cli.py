@@ -90,3 +90,29 @@ def test_kernels_eval_bad_reward_is_user_error(capsys):
     rc = main(["kernels", "eval", "--problem", str(PROBLEMS / "rowsum_scale.py"), "--solution",
                str(SOLUTIONS / "rowsum_scale" / "correct.py"), "reward=fastest"])
     assert rc == 2 and "valid: milestone, log_speedup" in capsys.readouterr().err
+
+
+def test_every_kernels_input_is_a_config_field(tmp_path, capsys):
+    """Flags are aliases: the same eval from key=value fields and from a --config file; --help lists the keys."""
+    prob, sol = str(PROBLEMS / "rowsum_scale.py"), str(SOLUTIONS / "rowsum_scale" / "correct.py")
+    assert main(["kernels", "eval", f"problem={prob}", f"solution={sol}", "profile=false", "--json"]) == 0
+    by_fields = json.loads(capsys.readouterr().out)
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text(f"problem: {prob}\nsolution: {sol}\nprofile: false\n")
+    assert main(["kernels", "eval", "--config", str(cfg), "--json"]) == 0
+    by_file = json.loads(capsys.readouterr().out)
+    assert by_fields["correct"] and by_fields["reward"] == by_file["reward"] == 1.0
+    assert main(["kernels", "eval", "profile=false"]) == 2
+    assert "needs problem=FILE and solution=FILE" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["kernels", "eval-set", "--help"])
+    help_text = capsys.readouterr().out
+    assert "workers" in help_text and "ray_address" in help_text and "trials" in help_text
+
+
+def test_import_kernelbench_source_as_a_field(tmp_path, capsys):
+    rc = main(["kernels", "import-kernelbench", f"source={ROOT / 'kernelbench'}", "level=1", "scale=cpu",
+               "only=[19]", f"out={tmp_path}", "--json"])
+    assert rc == 0 and json.loads(capsys.readouterr().out)["imported"] == 1
+    assert main(["kernels", "import-kernelbench", "level=1"]) == 2
+    assert "needs source=DIR" in capsys.readouterr().err
