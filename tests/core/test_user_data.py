@@ -44,7 +44,7 @@ def wp(tmp_path_factory):
     (d / "msgs.jsonl").write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"{a}+{a}="},
                                                                    {"role": "assistant", "content": str(2 * a)}]})
                                           + "\n" for a in range(1, 7)))
-    (d / "myrewards.py").write_text(
+    (d / "shiftkit_test_ud_rewards.py").write_text(
         "import os\n"
         "def half(prompts, completions, answer, **kw):\n"
         "    return [0.5 for _ in completions]\n"
@@ -101,7 +101,7 @@ def test_rl_user_reward_by_import_path(pico_dir, wp, tmp_path, capsys, monkeypat
     monkeypatch.syspath_prepend(str(wp))
     out = tmp_path / "rl"
     rc = main(["rl", "--model", str(pico_dir), f"data={wp / 'train.jsonl'}", "prompt_key=question",
-               "reward=myrewards:half", *FAST, f"out={out}"])
+               "reward=shiftkit_test_ud_rewards:half", *FAST, f"out={out}"])
     assert rc == 0, capsys.readouterr().err
     m = _rows(out / "metrics.jsonl")
     assert all(r["reward"] == 0.5 and r["rewards/half/mean"] == 0.5 for r in m)
@@ -133,7 +133,7 @@ def test_eval_uses_the_user_reward(pico_dir, wp, monkeypatch, fn, want):
 
     monkeypatch.syspath_prepend(str(wp))
     cfg = load_config(ModelEvalConfig, overrides=[f"model={pico_dir}", f"data={wp / 'test.jsonl'}",
-                                                  "prompt_key=question", f"reward=myrewards:{fn}", "samples=2",
+                                                  "prompt_key=question", f"reward=shiftkit_test_ud_rewards:{fn}", "samples=2",
                                                   "max_new_tokens=4", "threads=1"])
     res = run_eval(cfg)
     assert (res["greedy_acc"], res["avg@2"], res["pass@1"], res["pass@2"]) == (want, want, want, want)
@@ -211,12 +211,12 @@ def test_bad_inputs_are_one_line_errors_and_write_nothing(pico_dir, chat_dir, wp
     _one_line(capsys, [*rl, "data=nobody/not-cached-here"], str(tmp_path / "hub"), out)
     assert time.time() - t0 < 20  # no network retries
     _one_line(capsys, [*rl, data, "prompt_key=question", "reward=no_such_mod:fn"], "no_such_mod", out)
-    _one_line(capsys, [*rl, data, "prompt_key=question", "reward=myrewards:boom"], "kaput", out)
+    _one_line(capsys, [*rl, data, "prompt_key=question", "reward=shiftkit_test_ud_rewards:boom"], "kaput", out)
     _one_line(capsys, [*rl, data, "prompt_key=question", "chat_template=true"], "no chat template", out)
     # the same through eval and sft
     ev = ["eval", "--model", str(pico_dir), f"out={out}"]
     _one_line(capsys, [*ev, data], "no column 'prompt'", out)
-    _one_line(capsys, [*ev, data, "prompt_key=question", "reward=myrewards:boom"], "kaput", out)
+    _one_line(capsys, [*ev, data, "prompt_key=question", "reward=shiftkit_test_ud_rewards:boom"], "kaput", out)
     _one_line(capsys, [*ev, "data=nobody/not-cached-here"], "not in the local cache", out)
     sft = ["sft", "--model", str(pico_dir), "steps=1", f"out={out}"]
     _one_line(capsys, [*sft, f"data={wp / 'msgs.jsonl'}"], "chat template", out)  # messages need a template
@@ -303,7 +303,7 @@ def test_finished_run_with_more_steps_and_resume_messages(pico_dir, wp, tmp_path
     monkeypatch.setenv("BOOM_FLAG", str(flag))
     out = tmp_path / "r"
     argv = ["rl", "--model", str(pico_dir), f"data={wp / 'train.jsonl'}", "prompt_key=question",
-            "reward=myrewards:boom_later", "prompts_per_step=2", "group_size=2", "max_new_tokens=4", "threads=1",
+            "reward=shiftkit_test_ud_rewards:boom_later", "prompts_per_step=2", "group_size=2", "max_new_tokens=4", "threads=1",
             "progress=false", "save_every=1", f"out={out}"]
     flag.write_text("1")
     _one_line(capsys, [*argv, "steps=3"], "killed")  # a crash in step 2, after the step-2 checkpoint
