@@ -310,9 +310,10 @@ def log_step(st: RunState, step: int, row: dict, steps: int, eval_every: int, ev
     for t in st.trackers:
         t.log({k: v for k, v in row.items() if isinstance(v, (int, float)) and k != "step"}, step=step)
     if st.bar:
+        if postfix:  # before the update, so a log line shows this step's values
+            st.bar.set_postfix(**postfix, refresh=False) if not isinstance(st.bar, LineProgress) else \
+                st.bar.set_postfix(**postfix)
         st.bar.update(1)
-        if postfix:
-            st.bar.set_postfix(**postfix)
 
 
 def checkpoint(st: RunState, step: int, steps: int, save_every: int, model, tok, opt, extra: dict | None = None) -> None:
