@@ -22,3 +22,14 @@ def pytest_collection_modifyitems(config, items):
 import sys  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+
+@pytest.fixture
+def free_port() -> str:
+    """A TCP port free right now on loopback, for a multi-process test's rendezvous (tests never
+    share a fixed port, so two suites or a lingering run cannot collide)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])

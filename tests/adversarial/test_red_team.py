@@ -243,8 +243,8 @@ def test_evaluate_returns_in_time_and_leaves_nothing_behind(sol, over, codes):
     r = _eval(sol, static_checks=False, **over)
     took = time.perf_counter() - t0
     assert codes & set(r.codes()), (codes, r.codes(None), r.reason)
-    if sol == "compile_bomb_cpu":
-        assert "timed out" in r.reason
+    if sol == "compile_bomb_cpu":  # killed at the timeout, or (on a fast machine) stopped by gcc's own
+        assert "timed out" in r.reason or "exceeds limit" in r.reason, r.reason  # constexpr-ops limit first
     assert took < over.get("compile_timeout_s", 0) + over["timeout_s"] + SLACK_S, took
     time.sleep(0.5)
     left = _ours() - before

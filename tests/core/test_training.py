@@ -168,13 +168,13 @@ def test_kill_and_resume_gives_same_weights(add1_model, tmp_path):
 
 
 @pytest.mark.slow
-def test_two_process_ddp_equals_one_process(add1_model, tmp_path):
+def test_two_process_ddp_equals_one_process(add1_model, tmp_path, free_port):
     args = ["rl", "--model", add1_model, "tasks=add:1", "steps=3", "prompts_per_step=4", "group_size=4",
             "max_new_tokens=12", "lr=1e-3", "eval_every=0", "threads=1", "progress=false"]
     one = _cli(*args, f"out={tmp_path / 'one'}")
     assert one.wait(timeout=300) == 0, one.stderr.read()
     acc = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-           "--main_process_port", "29517", "-m", "shiftkit", *args, f"out={tmp_path / 'two'}"]
+           "--main_process_port", free_port, "-m", "shiftkit", *args, f"out={tmp_path / 'two'}"]
     two = subprocess.run(acc, env={**ENV, "CUDA_VISIBLE_DEVICES": ""}, capture_output=True, text=True, timeout=300)
     assert two.returncode == 0, two.stderr[-3000:]
     w0, w1, w2 = _weights(add1_model), _weights(tmp_path / "one" / "final"), _weights(tmp_path / "two" / "final")

@@ -55,7 +55,8 @@ def user_module(tmp_path, monkeypatch):
 
         NOT_A_FUNCTION = 3
     '''))
-    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("myrewards", None)  # never a module of that name imported earlier in the session
+    monkeypatch.syspath_prepend(str(tmp_path))  # (also invalidates importlib's finder caches)
     yield tmp_path
     sys.modules.pop("myrewards", None)
 

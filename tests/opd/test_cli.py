@@ -52,14 +52,14 @@ def test_cli_subprocess_prompt_file_and_json(trio, tmp_path):
     assert '"method": "direct_opd"' in p.stdout and (tmp_path / "r" / "DONE").exists()
 
 
-def test_two_process_ddp_equals_one_process(trio, tmp_path):
+def test_two_process_ddp_equals_one_process(trio, tmp_path, free_port):
     args = ["opd", "--student", trio["student"], "--teacher", trio["teacher"], "--teacher-ref", trio["ref"], *COMMON,
             "prompts_per_step=4"]
     one = subprocess.run([sys.executable, "-m", "shiftkit", *args, f"out={tmp_path / 'one'}"], env=ENV,
                          capture_output=True, text=True, timeout=300)
     assert one.returncode == 0, one.stderr[-3000:]
     acc = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-           "--main_process_port", "29533", "-m", "shiftkit", *args, f"out={tmp_path / 'two'}"]
+           "--main_process_port", free_port, "-m", "shiftkit", *args, f"out={tmp_path / 'two'}"]
     two = subprocess.run(acc, env=ENV, capture_output=True, text=True, timeout=300)
     assert two.returncode == 0, two.stderr[-3000:]
     w0 = load_file(str(Path(trio["student"]) / "model.safetensors"))

@@ -19,11 +19,11 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "CUDA_VISI
 
 
 @pytest.mark.slow
-def test_two_process_fsdp_equals_one_process(tmp_path):
+def test_two_process_fsdp_equals_one_process(tmp_path, free_port):
     one, two = tmp_path / "one.pt", tmp_path / "two.pt"
     p1 = subprocess.Popen([sys.executable, str(SCRIPT), "--out", str(one)], env=ENV, stderr=subprocess.PIPE, text=True)
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-              str(ROOT / "configs" / "accelerate" / "cpu_gloo.yaml"), "--main_process_port", "29533", str(SCRIPT),
+              str(ROOT / "configs" / "accelerate" / "cpu_gloo.yaml"), "--main_process_port", free_port, str(SCRIPT),
               "--out", str(two), "--token-budget", "20", "--chunked-head"]
     r2 = subprocess.run(launch, env=ENV, capture_output=True, text=True, timeout=300)
     assert p1.wait(timeout=300) == 0, p1.stderr.read()[-3000:]
