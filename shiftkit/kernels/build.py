@@ -258,7 +258,8 @@ def run_jailed(argvs: list[list[str]], work: Path, timeout_s: float, isolate: bo
     work = Path(work).resolve()
     logp = work / "build.log"
     group = jail.make_group("skb", pids_max=256) if isolate else None
-    spec = {"argvs": argvs, "cwd": str(work), "rw": [str(work)], "env": jail.scrub_env(), "log": str(logp),
+    spec = {"argvs": argvs, "cwd": str(work), "rw": [str(work)], "ro": jail.runtime_paths(),  # torch headers, libs
+            "env": jail.scrub_env(), "log": str(logp),
             "limits": {"cpu_s": int(timeout_s) + 5, "as_bytes": mem_mb << 20, "fsize_bytes": 1 << 30, "nofile": 1024},
             "cgroup_procs": [os.path.join(d, "cgroup.procs") for d in group.dirs.values()] if group else [],
             "isolate": isolate, "marks": {str(k): v for k, v in (marks or {}).items()}}

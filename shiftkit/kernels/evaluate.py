@@ -342,7 +342,7 @@ def start_worker(problem: Problem, solution: Solution | None, builds: list[Build
         "cpu_s": int(config.timeout_s * 2) if cand else 0,
         "max_output_bytes": config.max_output_bytes if cand else 0,
         "isolate": not _unisolated(config), "allow_unisolated": config.allow_unisolated, "rw": rw,
-        "ro": _read_paths(problem, solution, builds),
+        "ro": _read_paths(problem, solution, builds) + jail.runtime_paths(),  # the venv may lie under /tmp
         "block_ops": config.block_ops, "flush_bytes": _flush_bytes(config),
         "nproc": (config.pids_max + 4 * config.threads) if cand and not jail.cgroups_usable() else 0,
         "device": get_backend(config.backend).device,

@@ -128,15 +128,15 @@ def _read_only_root(rw: list[str], hide: list[str], tmp_mb: int, ro: list[str] =
     os.mkdir("/dev/shm", 0o1777)
     os.chmod("/dev/shm", 0o1777)
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmp_mb}m,mode=1777")
-    for d, fd in zip(rw, fds):
-        os.makedirs(d, exist_ok=True)
-        _mount(f"/proc/self/fd/{fd}", d, None, MS_BIND)
-        _mount(None, d, None, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV)
-        os.close(fd)
     for d, fd in zip(ro, ro_fds):  # dirs the payload must read that lie under a covered dir (e.g. /tmp)
         os.makedirs(d, exist_ok=True)
         _mount(f"/proc/self/fd/{fd}", d, None, MS_BIND)
         _mount(None, d, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        os.close(fd)
+    for d, fd in zip(rw, fds):  # after the read-only binds: a writable dir may lie inside one
+        os.makedirs(d, exist_ok=True)
+        _mount(f"/proc/self/fd/{fd}", d, None, MS_BIND)
+        _mount(None, d, None, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV)
         os.close(fd)
     if os.path.isdir("/tmp"):
         os.chmod("/tmp", 0o1777)  # makedirs above may have created parents with the default mode
@@ -206,6 +206,16 @@ def set_limits(limits: dict) -> None:
     if int(limits.get("cpu_s") or 0) > 0:
         c = int(limits["cpu_s"])
         resource.setrlimit(resource.RLIMIT_CPU, (c, c + 2))
+
+
+def runtime_paths() -> list[str]:
+    """Dirs the interpreter, its packages and shiftkit itself are read from (``sys.prefix``, every
+    ``sys.path`` dir, the checkout holding ``shiftkit``). They stay visible, read-only, inside the jail
+    even where they lie under a dir it covers: a CI clone and its ``.venv`` may live under /tmp."""
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout / site dir
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, here}
+    dirs |= {p for p in sys.path if p and os.path.isdir(p)}
+    return sorted({os.path.realpath(d) for d in dirs})
 
 
 def enter(rw: list[str] | None = None, hide: list[str] | None = None, tmp_mb: int = 512,
@@ -530,7 +540,8 @@ def _main(spec_json: str) -> None:
     log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     if spec.get("isolate", True):
         try:
-            enter(rw=spec.get("rw", []), hide=spec.get("hide", []), tmp_mb=int(spec.get("tmp_mb", 1024)))
+            enter(rw=spec.get("rw", []), hide=spec.get("hide", []), tmp_mb=int(spec.get("tmp_mb", 1024)),
+                  ro=spec.get("ro", []))
         except JailError as e:
             sys.stderr.write(f"sandbox: {e}\n")
             os._exit(97)
