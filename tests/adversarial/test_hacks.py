@@ -109,6 +109,7 @@ def test_constant_output_on_degenerate_task_not_admitted():
     assert "not admitted" in r.reason
 
 
+@pytest.mark.slow
 def test_torch_op_inside_cpp_binding_is_blocked(torch_binding_build):
     torch_binding_build.result(timeout=900)
     r = _eval("torch_op_in_cpp", "kb_l1_19_ReLU")

@@ -18,6 +18,7 @@ def smollm2(tmp_path_factory):
     return load_model_and_tokenizer(out)
 
 
+@pytest.mark.slow
 def test_real_checkpoint_roundtrip_and_chat_sampling(smollm2):
     model, tok = smollm2
     assert type(model).__name__ == "LlamaForCausalLM" and len(tok) == 49152

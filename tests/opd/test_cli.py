@@ -52,6 +52,7 @@ def test_cli_subprocess_prompt_file_and_json(trio, tmp_path):
     assert '"method": "direct_opd"' in p.stdout and (tmp_path / "r" / "DONE").exists()
 
 
+@pytest.mark.slow
 def test_two_process_ddp_equals_one_process(trio, tmp_path, free_port):
     args = ["opd", "--student", trio["student"], "--teacher", trio["teacher"], "--teacher-ref", trio["ref"], *COMMON,
             "prompts_per_step=4"]
