@@ -7,7 +7,6 @@ pass@k uses the estimator of Chen et al. (2021): with n samples of which c are c
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from typing import Callable, Sequence
 
@@ -15,32 +14,13 @@ import numpy as np
 import torch
 
 from shiftkit.errors import ShiftkitError
+from shiftkit.metrics import mean_se as mean_stderr  # noqa: F401 - re-exported names of the one implementation
+from shiftkit.metrics import pass_at_k, pass_at_k_reference  # noqa: F401
 from shiftkit.tasks.base import Problem
 
 
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k for one problem (n samples, c correct); numerically stable product form."""
-    if k > n:
-        raise ValueError(f"pass@{k} needs at least {k} samples, got {n}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
-
-
-def pass_at_k_reference(n: int, c: int, k: int) -> float:
-    """The same quantity via exact binomials (for tests)."""
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
-
-
-def mean_stderr(values: Sequence[float]) -> tuple[float, float]:
-    x = np.asarray(values, dtype=np.float64)
-    if x.size == 0:
-        return float("nan"), float("nan")
-    se = float(x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else 0.0
-    return float(x.mean()), se
-
-
 def default_ks(n: int) -> list[int]:
+    """Powers of two up to ``n`` (the toy eval keeps this; user-data eval uses metrics.default_ks, which adds ``n``)."""
     return [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= n]
 
 

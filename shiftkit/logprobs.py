@@ -81,22 +81,15 @@ def forward_hidden(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, comp
                    dtype: str | torch.dtype | None = None) -> torch.Tensor:
     """Last hidden state ``[B, T, H]`` at the positions predicting each completion token.
 
-    The same forward as :func:`shiftkit.sampling.forward_logits` (left-padded prompt, right-padded
-    completion, ``position_ids = cumsum(mask) - 1``) through the model's own ``__call__`` (so a DDP
-    wrapper syncs gradients), but asking for no logits (``logits_to_keep`` = an empty index).
+    :func:`shiftkit.sampling.forward_completion` (the forward behind ``forward_logits``), asking for
+    no logits (``logits_to_keep`` = an empty index).
     """
-    from shiftkit.models import resolve_dtype
-    from shiftkit.sampling import _positions
+    from shiftkit.sampling import forward_completion
 
     P = prompt_ids_BP.shape[1]
-    ids_BL = torch.cat([prompt_ids_BP, completion_ids_BT], 1)
-    mask_BL = torch.cat([prompt_mask_BP, completion_mask_BT], 1)
-    ctx = contextlib.nullcontext()
-    if dtype is not None and resolve_dtype(dtype) != torch.float32:
-        ctx = torch.autocast(device_type=ids_BL.device.type, dtype=resolve_dtype(dtype))
-    with ctx:
-        out = model(input_ids=ids_BL, attention_mask=mask_BL, position_ids=_positions(mask_BL), use_cache=False,
-                    output_hidden_states=True, logits_to_keep=torch.empty(0, dtype=torch.long, device=ids_BL.device))
+    out = forward_completion(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT, dtype,
+                             output_hidden_states=True,
+                             logits_to_keep=torch.empty(0, dtype=torch.long, device=prompt_ids_BP.device))
     return out.hidden_states[-1][:, P - 1 : -1]
 
 

@@ -178,18 +178,27 @@ def sample(
     return Rollouts(ids_BP, mask_BP, comp_BT, cmask_BT, logp_BT, eos_B, texts)
 
 
-def forward_logits(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT,
-                   dtype: str | torch.dtype | None = None) -> torch.Tensor:
-    """Logits ``[B, T, V]`` predicting each completion token (grad flows if enabled)."""
-    P = prompt_ids_BP.shape[1]
+def forward_completion(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT,
+                       dtype: str | torch.dtype | None = None, **model_kw):
+    """The one teacher-forced forward over (left-padded prompt, right-padded completion) with
+    ``position_ids = cumsum(mask) - 1``, under autocast when ``dtype`` is not fp32, through the model's
+    own ``__call__`` (so a DDP/FSDP wrapper syncs). Returns the model output; position ``P-1+t``
+    predicts completion token ``t``."""
     ids_BL = torch.cat([prompt_ids_BP, completion_ids_BT], 1)
     mask_BL = torch.cat([prompt_mask_BP, completion_mask_BT], 1)
     ctx = contextlib.nullcontext()
     if dtype is not None and resolve_dtype(dtype) != torch.float32:
         ctx = torch.autocast(device_type=ids_BL.device.type, dtype=resolve_dtype(dtype))
     with ctx:
-        out = model(input_ids=ids_BL, attention_mask=mask_BL, position_ids=_positions(mask_BL), use_cache=False)
-    # position P-1+t predicts completion token t
+        return model(input_ids=ids_BL, attention_mask=mask_BL, position_ids=_positions(mask_BL), use_cache=False,
+                     **model_kw)
+
+
+def forward_logits(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT,
+                   dtype: str | torch.dtype | None = None) -> torch.Tensor:
+    """Logits ``[B, T, V]`` predicting each completion token (grad flows if enabled)."""
+    P = prompt_ids_BP.shape[1]
+    out = forward_completion(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT, dtype)
     return out.logits[:, P - 1 : -1].float()
 
 
