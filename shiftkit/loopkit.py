@@ -37,7 +37,7 @@ import torch
 from shiftkit.config import to_dict
 from shiftkit.dist import Dist
 from shiftkit.errors import ShiftkitError
-from shiftkit.runs import RunDir
+from shiftkit.runs import RunDir, open_run_dir
 from shiftkit.sampling import sample
 
 # ------------------------------------------------------------------------------ optimizer and schedule
@@ -174,7 +174,7 @@ def open_run(cfg, d: Dist | None = None) -> tuple[Dist, RunDir]:
     with the same config says so on stderr (and the caller returns its summary)."""
     set_threads(cfg.threads)
     d = d or Dist()
-    run = RunDir(cfg.out, to_dict(cfg), overwrite=cfg.overwrite)
+    run = open_run_dir(cfg.out, to_dict(cfg), cfg.overwrite, d)
     if run.done and d.is_main:
         print(f"run {run.path} is already finished ({cfg.steps} steps); returning its summary "
               "(overwrite=true to start over)", file=sys.stderr)

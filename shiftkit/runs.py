@@ -51,6 +51,13 @@ class RunDir:
         atomic_write_json(cfg_path, config)
         self.config = config
 
+    @classmethod
+    def attach(cls, path: str | Path, config: dict[str, Any]) -> "RunDir":
+        """The run directory another rank has already checked and written (no checks, no writes)."""
+        run = cls.__new__(cls)
+        run.path, run.config = Path(path), config
+        return run
+
     @property
     def done(self) -> bool:
         return (self.path / "DONE").exists() and (self.path / "final" / "config.json").exists()
@@ -110,6 +117,16 @@ class RunDir:
 
     def summary(self) -> dict[str, Any]:
         return read_summary(self.path)
+
+
+def open_run_dir(path: str | Path, config: dict[str, Any], overwrite: bool, d) -> RunDir:
+    """The run directory for every rank of ``d`` (a :class:`shiftkit.dist.Dist`): the main rank checks,
+    clears and writes it, the others attach once it has. Without this a second rank could see the
+    directory half-written (a temp file, no config.json yet) and refuse it as foreign, or race an
+    ``overwrite`` rmtree."""
+    run = RunDir(path, config, overwrite=overwrite) if d.is_main else None
+    d.barrier()
+    return run if run is not None else RunDir.attach(path, config)
 
 
 def refuse_foreign_dir(path: str | Path, overwrite: bool, marker: str = "config.json") -> None:

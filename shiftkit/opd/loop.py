@@ -40,7 +40,7 @@ from shiftkit.dist import Dist
 from shiftkit.errors import ShiftkitError
 from shiftkit.opd.diagnostics import collapsed, opd_diagnostics
 from shiftkit.rl import GRPOConfig
-from shiftkit.runs import RunDir
+from shiftkit.runs import RunDir, open_run_dir
 from shiftkit.sampling import forward_logits, score, token_logprobs
 
 METHODS = ("direct_opd", "vanilla_opd", "grpo")
@@ -267,15 +267,15 @@ def run_opd(cfg: OPDConfig) -> dict:
     kit.set_threads(cfg.threads)
     d = Dist()
     stages, info, src = preflight(cfg, d)  # nothing is written before this passes
-    top = RunDir(cfg.out, to_dict(cfg), overwrite=cfg.overwrite)
+    top = open_run_dir(cfg.out, to_dict(cfg), cfg.overwrite, d)
     if top.done:
         print(f"run {top.path} is already finished; returning its summary (overwrite=true to start over)",
               file=sys.stderr)
         return top.summary()
     start_path, t0, summaries, offset = cfg.student, time.time(), [], 0
     for i, st in enumerate(stages):
-        run = top if len(stages) == 1 else RunDir(Path(cfg.out) / f"stage{i}", to_dict(st["cfg"]),
-                                                    overwrite=cfg.overwrite)
+        run = top if len(stages) == 1 else open_run_dir(Path(cfg.out) / f"stage{i}", to_dict(st["cfg"]),
+                                                        cfg.overwrite, d)
         s = run.summary() if run.done else _run_stage(st["cfg"], st["teacher"], st["ref"], start_path, run, d, src,
                                                       stage=i, step_offset=offset, last=len(stages) == 1)
         summaries.append(s)
