@@ -4,7 +4,7 @@ Every input of a command is a field of its config dataclass, set by ``--config F
 and ``key=value`` overrides (later wins). A ``--flag`` is only an alias of one field (``--model M``
 is ``model=M``) and wins over the config file. With ``--json`` the summary is printed as JSON.
 
-    shiftkit {world build | sft | rl | opd | eval | demo | experiment NAME | model import-gguf}
+    shiftkit {world build | sft | rl | opd | eval | serve | demo | experiment NAME | model import-gguf}
     shiftkit sar {extract | apply | merge | sweep | export-peft}
     shiftkit kernels {eval | eval-set | import-kernelbench}
     shiftkit agent {run | bench | serve | rft | synth | train}
@@ -170,6 +170,12 @@ def cmd_eval(args) -> dict:
     return print_summary(run_eval(config_from_args(ModelEvalConfig, args)), args)
 
 
+def cmd_serve(args) -> None:
+    from shiftkit.serve import ServeConfig, serve
+
+    serve(config_from_args(ServeConfig, args))
+
+
 def cmd_world_build(args) -> dict:
     from shiftkit.recipes.world import WorldConfig, build_world
 
@@ -230,6 +236,10 @@ def register_core(sub) -> None:
     p = sub.add_parser("eval", help="greedy accuracy and pass@k on the held-out set")
     add_config_args(p, {"--model": "model", "--out": "out"})
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("serve", help="serve a model on an OpenAI-compatible completions endpoint for rollouts (loopback)")
+    add_config_args(p, {"--model": "model", "--port": "port", "--host": "host"})
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("demo", help="the main job: build the world, RL, transfer, report")
     add_config_args(p, {"--preset": "preset", "--out": "out"}, preset={"choices": ["quick", "full"]})
