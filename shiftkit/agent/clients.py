@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from shiftkit.agent.chat import parse_tool_calls, render_prompt
+from shiftkit.errors import ShiftkitError
+from shiftkit.remote import post_json
 
 
 class ModelError(Exception):
@@ -60,20 +60,11 @@ class OpenAIClient:
         self.name = f"openai:{self.base_url}:{model}"
 
     def _post(self, path: str, body: dict) -> dict:
-        req = urllib.request.Request(self.base_url + path, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json",
-                                              **({"Authorization": f"Bearer {self.api_key}"} if self.api_key else {})})
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
-                return json.loads(r.read().decode())
-        except urllib.error.HTTPError as e:
-            detail = e.read().decode(errors="replace")[:300]
-            raise ModelError(f"{self.base_url}{path}: HTTP {e.code}: {detail}") from None
-        except (urllib.error.URLError, OSError) as e:
-            reason = getattr(e, "reason", e)
-            raise ModelError(f"{self.base_url}{path} unreachable: {reason}") from None
-        except json.JSONDecodeError:
-            raise ModelError(f"{self.base_url}{path}: response is not JSON") from None
+            return post_json(self.base_url + path, body, self.timeout_s,
+                             {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None)
+        except ShiftkitError as e:  # the episode records transport failures as model_error
+            raise ModelError(str(e)) from None
 
     def chat(self, messages: list[dict], tools: list[dict], max_tokens: int) -> AssistantTurn:
         body = {"model": self.model, "messages": messages, "max_tokens": max_tokens, "temperature": self.temperature}
