@@ -13,7 +13,9 @@ The loop (:func:`run_agentic_rl`) on the toy calculator task (:mod:`shiftkit.age
 2. PPO only: value pretraining of the critic on rollouts of the frozen policy (:func:`value_pretrain`),
    with the critic error measured on held-out rollouts before and after;
 3. per step: rollouts (``prompts_per_step`` x ``group_size``) through the shared sampler
-   (:func:`shiftkit.sampling.sample` on token contexts, one turn at a time), trajectory rewards,
+   (:func:`shiftkit.sampling.sample` on token contexts, one turn at a time; with ``rollout_url``, the
+   same calls to a served model, :class:`shiftkit.remote.RolloutClient`, whose weights are synced from the
+   policy after every step and whose log-prob gap to the trainer is logged), trajectory rewards,
    advantages (GRPO: group-relative, broadcast over generated tokens; PPO: GAE over generated tokens
    from the critic; :mod:`shiftkit.advantages`), ``ppo_epochs`` updates of
    :func:`shiftkit.losses.policy_loss` (+ the clipped value loss); an all-zero-advantage batch does
@@ -43,14 +45,16 @@ from shiftkit import losses as L
 from shiftkit.agent import toytask as TT
 from shiftkit.agent.critic import ValueModel, critic_error, returns_mc
 from shiftkit.errors import ShiftkitError
+from shiftkit.remote import RolloutClient, logprob_gap
 from shiftkit.sampling import forward_logits, sample, token_logprobs
 
 # ----------------------------------------------------------------------------- batching
 
 
-def collate(examples: list[tuple[list[int], list[int]]], pad_id: int) -> dict:
+def collate(examples: list[tuple[list[int], list[int]]], pad_id: int, logps: list[list[float]] | None = None) -> dict:
     """``(ids, gen_mask)`` rows -> the prompt (up to the first generated token, left-padded) and the rest
-    (right-padded) with ``valid_BT`` (attention) and ``gen_BT`` (loss) masks."""
+    (right-padded) with ``valid_BT`` (attention) and ``gen_BT`` (loss) masks; with ``logps`` (one value per
+    token of each row, as :func:`toy_rollouts` records them) also ``rollout_logp_BT``, aligned with the rest."""
     splits = []
     for ids, gen in examples:
         p = gen.index(1) if 1 in gen else len(ids) - 1
@@ -62,13 +66,17 @@ def collate(examples: list[tuple[list[int], list[int]]], pad_id: int) -> dict:
     rest_BT = torch.full((B, T), pad_id, dtype=torch.long)
     valid_BT = torch.zeros(B, T, dtype=torch.long)
     gen_BT = torch.zeros(B, T, dtype=torch.long)
+    lp_BT = torch.zeros(B, T, dtype=torch.float32)
     for b, (pr, rest, g) in enumerate(splits):
+        if logps is not None:
+            lp_BT[b, :len(rest)] = torch.tensor(logps[b][len(pr):], dtype=torch.float32)
         prompt_BP[b, P - len(pr):] = torch.tensor(pr)
         pmask_BP[b, P - len(pr):] = 1
         rest_BT[b, :len(rest)] = torch.tensor(rest, dtype=torch.long)
         valid_BT[b, :len(rest)] = 1
         gen_BT[b, :len(rest)] = torch.tensor(g, dtype=torch.long)
-    return {"prompt_BP": prompt_BP, "pmask_BP": pmask_BP, "rest_BT": rest_BT, "valid_BT": valid_BT, "gen_BT": gen_BT}
+    out = {"prompt_BP": prompt_BP, "pmask_BP": pmask_BP, "rest_BT": rest_BT, "valid_BT": valid_BT, "gen_BT": gen_BT}
+    return out if logps is None else {**out, "rollout_logp_BT": lp_BT}
 
 
 def policy_logp(model, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
@@ -93,35 +101,45 @@ def masked_sft_step(model, opt, examples, pad_id: int, grad_clip: float = 1.0) -
 
 
 def toy_rollouts(model, tok, problems: list[TT.ToyProblem], max_turns: int, max_new: int, temperature: float,
-                 seeds: list[int] | None) -> tuple[list[TT.ToyEpisode], list[tuple[list[int], list[int]]]]:
+                 seeds: list[int] | None, sampler=None,
+                 logps: list | None = None) -> tuple[list[TT.ToyEpisode], list[tuple[list[int], list[int]]]]:
     """Multi-turn episodes, batched across episodes turn by turn through :func:`shiftkit.sampling.sample`
     (greedy when ``seeds`` is None; turn ``t`` of episode ``i`` draws from ``row_seed(seeds[i], t, 0, 0)``).
-    Returns the episodes and their ``(ids, gen)`` rows."""
+    Returns the episodes and their ``(ids, gen)`` rows. ``sampler`` replaces the in-process sampler with
+    one of the same call (:meth:`shiftkit.remote.RolloutClient.sample`: a served model); ``logps``, a
+    list, receives each row's per-token sampling log-probs (0 on prompt and tool tokens)."""
     eos = tok.eos_token_id
     enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]  # noqa: E731
     eps = [TT.ToyEpisode(p) for p in problems]
     rows = [(enc(p.prompt), [0] * len(enc(p.prompt))) for p in problems]
+    lps = [[0.0] * len(ids) for ids, _ in rows]
+    draw = sampler or (lambda tok_, **kw: sample(model, tok_, **kw))
     active = list(range(len(eps)))
     for turn in range(max_turns):
         if not active:
             break
-        roll = sample(model, tok, prompt_ids=[rows[i][0] for i in active], max_new_tokens=max_new,
-                      temperature=temperature, greedy=seeds is None,
-                      row_seeds=None if seeds is None else [kit.row_seed(seeds[i], turn, 0, 0) for i in active])
+        roll = draw(tok, prompt_ids=[rows[i][0] for i in active], max_new_tokens=max_new,
+                    temperature=temperature, greedy=seeds is None,
+                    row_seeds=None if seeds is None else [kit.row_seed(seeds[i], turn, 0, 0) for i in active])
         nxt = []
         for k, i in enumerate(active):
-            new = roll.completion_ids_BT[k][roll.completion_mask_BT[k].bool()].tolist()
+            keep = roll.completion_mask_BT[k].bool()
+            new = roll.completion_ids_BT[k][keep].tolist()
             ids, gen = rows[i]
             ids += new
             gen += [1] * len(new)
+            lps[i] += roll.logp_BT[k][keep].tolist()
             text = tok.decode([t for t in new if t != eos], skip_special_tokens=True)
             obs = TT.step(eps[i], text)
             if obs is not None:
                 o = enc(obs)
                 ids += o
                 gen += [0] * len(o)
+                lps[i] += [0.0] * len(o)
                 nxt.append(i)
         active = nxt
+    if logps is not None:
+        logps[:] = lps
     return eps, rows
 
 
@@ -178,6 +196,7 @@ class AgenticRLConfig:
     warm_lr: float = 3e-3
     warm_p_correct: float = 0.4
     save_every: int = 0  # resumable checkpoint every N steps (policy, critic, both optimizers)
+    rollout_url: str = ""  # training rollouts from this completions server (shiftkit serve, vLLM, SGLang), synced every step ("" = in process)
     threads: int = 1
     overwrite: bool = False
     progress: bool = False
@@ -285,6 +304,9 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
         return {f"eval/{k}": v for k, v in evaluate_toy(policy, tok, evals, cfg.max_turns, cfg.max_new_tokens).items()}
 
     kit.first_eval(st, eval_fn)
+    client = RolloutClient(cfg.rollout_url) if cfg.rollout_url else None
+    if client is not None:  # the server samples from the run's policy (the warm start, or the resumed checkpoint)
+        client.sync_weights(policy, tok, run.path / "rollout_weights", d)
     if st.first_eval:
         extra["initial_eval"] = {k[5:]: v for k, v in st.first_eval.items() if k.startswith("eval/")}
     P, G = cfg.prompts_per_step, cfg.group_size
@@ -293,8 +315,10 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
         t0 = time.time()
         probs = [p for p in draw(cfg.seed, step, P) for _ in range(G)]
         seeds = [kit.row_seed(cfg.seed, step, i, j) for i in range(P) for j in range(G)]
-        eps, rows = toy_rollouts(policy, tok, probs, cfg.max_turns, cfg.max_new_tokens, cfg.temperature, seeds)
-        batch = collate(rows, tok.pad_token_id)
+        lps = [] if client is not None else None
+        eps, rows = toy_rollouts(policy, tok, probs, cfg.max_turns, cfg.max_new_tokens, cfg.temperature, seeds,
+                                 sampler=client.sample if client is not None else None, logps=lps)
+        batch = collate(rows, tok.pad_token_id, lps)
         gen_BT = batch["gen_BT"]
         r_B = torch.tensor([e.reward for e in eps])
         with torch.no_grad():
@@ -328,6 +352,10 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
         if critic is not None:
             row.update({"value_loss": float(vloss.detach()), "value_mse": float(vm["value_mse"]),
                         "critic_explained_variance": ev_critic})
+        if client is not None:  # the server's log-probs vs the trainer's for the same tokens, then the new weights
+            gap = logprob_gap(batch["rollout_logp_BT"], old_logp_BT, gen_BT)
+            row.update({f"rollout/logprob_gap_{k}": v for k, v in gap.items()})
+            client.sync_weights(policy, tok, run.path / "rollout_weights", d)
         kit.log_step(st, step, row, cfg.steps, cfg.eval_every, eval_fn if cfg.eval_every else None,
                      reward=f"{row['reward']:.3f}")
         ck_extra = dict(extra)
