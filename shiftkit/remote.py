@@ -133,15 +133,21 @@ class RolloutClient:
                                  row_seeds=seeds, device=d.device)
 
     def sync_weights(self, model, tok, path, d=None) -> None:
-        """Save ``model`` (unwrapped from DDP) and ``tok`` atomically to ``path`` and have the server load it
-        (``POST /update_weights_from_disk``); returns once the server serves them. Under DDP only the main
-        rank saves and posts, the others wait at a barrier."""
+        """Save ``model`` (unwrapped from DDP; a LoRA/PEFT policy as a merged copy, so the server loads a
+        plain model) and ``tok`` atomically to ``path`` and have the server load it (``POST
+        /update_weights_from_disk``); returns once the server serves them. Under DDP only the main rank
+        saves and posts, the others wait at a barrier."""
+        import copy
+
         from shiftkit.dist import unwrap
         from shiftkit.models import save_model
 
         if d is None or d.is_main:
             path = Path(path).resolve()
-            save_model(unwrap(model), tok, path)
+            m = unwrap(model)
+            if hasattr(m, "peft_config") and hasattr(m, "merge_and_unload"):  # the training copy keeps its adapters
+                m = copy.deepcopy(m).merge_and_unload()
+            save_model(m, tok, path)
             r = post_json(self.root + "/update_weights_from_disk", {"model_path": str(path)}, self.timeout)
             if r.get("success") is not True:
                 raise ShiftkitError(f"{self.root}/update_weights_from_disk did not load {path}: {r.get('message', r)}")

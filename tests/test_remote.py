@@ -133,6 +133,20 @@ def test_the_gap_opens_after_a_trainer_step_and_sync_closes_it(served, tmp_path)
         client.sync_weights(model, tok, tmp_path / "original", ONE)
 
 
+def test_a_lora_policy_syncs_as_its_merged_weights(served, tmp_path):
+    peft = pytest.importorskip("peft")
+    client, model, tok = served
+    lora = peft.get_peft_model(copy.deepcopy(model), peft.LoraConfig(r=2, target_modules=["q_proj", "v_proj"],
+                                                                     init_lora_weights=False))
+    try:
+        client.sync_weights(lora, tok, tmp_path / "merged", ONE)
+        assert hasattr(lora, "peft_config") and any("lora_" in n for n, _ in lora.named_parameters())  # not merged
+        _, roll = client.rollout(tok, PROMPTS, 2, 4, 0, ONE, **KW)
+        assert _gap(roll, lora)["max_abs"] < 1e-4 and _gap(roll, model)["max_abs"] > 1e-3
+    finally:
+        client.sync_weights(model, tok, tmp_path / "original", ONE)
+
+
 def test_errors_are_one_line(served, tmp_path):
     client, model, tok = served
     down = RolloutClient(f"http://127.0.0.1:{_port()}/v1", timeout=3, model="m")
