@@ -234,7 +234,8 @@ def config_help(cls: type) -> str:
     """``key=default  meaning`` for every field of ``cls`` (for ``--help``)."""
     docs = field_docs(cls)
     rows = []
-    for f in dataclasses.fields(cls):
+    own = set(cls.__dict__.get("__annotations__", {}))  # the command's own keys first, shared groups (e.g. memory) after
+    for f in sorted(dataclasses.fields(cls), key=lambda f: f.name not in own):
         d = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         shown = json.dumps(d) if isinstance(d, (list, dict, bool)) or d is None else str(d)
         rows.append((f"{f.name}={shown}", docs.get(f.name, "")))

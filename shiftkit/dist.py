@@ -32,10 +32,13 @@ class Dist:
         return items[self.rank :: self.world]
 
     def sum(self, x: float | torch.Tensor) -> torch.Tensor:
-        t = torch.as_tensor(x, dtype=torch.float64).clone()
+        """Sum over ranks (a CPU float64 scalar/tensor back). The all-reduce runs on this rank's device:
+        NCCL rejects CPU tensors."""
+        t = torch.as_tensor(x, dtype=torch.float64).detach().clone()
         if self.world > 1:
+            t = t.to(self.device)
             dist.all_reduce(t, op=dist.ReduceOp.SUM)
-        return t
+        return t.cpu()
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         if self.world == 1:

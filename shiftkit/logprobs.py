@@ -255,6 +255,13 @@ def token_logprobs(head: Head, ids_BT: torch.Tensor, chunk: int | None = None) -
     return gather_logprobs(head, ids_BT.unsqueeze(-1), chunk).squeeze(-1)
 
 
+def token_logprobs_entropy(head: Head, ids_BT: torch.Tensor, chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(log p(ids) [B, T], entropy [B, T])`` in one pass over the chunks; the entropy (a metric) carries no grad."""
+    return map_chunks(lambda lg, ex: (losses.gather_logprobs(lg[0], ex[0]).squeeze(-1),
+                                      losses.entropy_from_logits(lg[0].detach())),
+                      [head], [ids_BT.unsqueeze(-1)], chunk)
+
+
 def student_topk(head: Head, k: int, chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-``k`` ids and their log-probs ``[B, T, K]`` (= advantages.student_topk; ids chosen without grad)."""
     k = min(k, head.vocab)

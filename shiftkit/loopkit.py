@@ -102,10 +102,99 @@ def optimizer_step(loss: torch.Tensor, model: torch.nn.Module, opt: torch.optim.
     """
     opt.zero_grad(set_to_none=True)
     (loss * d.world).backward()
+    return _clip_and_step(model, opt, grad_clip, skip)
+
+
+def micro_step(model: torch.nn.Module, ddp_model: torch.nn.Module, opt: torch.optim.Optimizer, d: Dist, mbs: list,
+               loss_fn: Callable, grad_clip: float, skip: bool = False) -> tuple[torch.Tensor, float]:
+    """:func:`optimizer_step` over micro-batches: ``backward()`` of ``loss_fn(mb)`` for each
+    (:func:`shiftkit.microbatch.accumulate`; ``loss_fn`` normalises by the global counts, so the
+    accumulated gradient is the full batch's), then one clip and one step. Returns ``(loss, grad norm)``."""
+    from shiftkit.microbatch import accumulate
+
+    opt.zero_grad(set_to_none=True)
+    loss = accumulate(ddp_model, mbs, loss_fn, d.world)
+    return loss, _clip_and_step(model, opt, grad_clip, skip)
+
+
+def _clip_and_step(model, opt, grad_clip: float, skip: bool) -> float:
     gnorm = grad_norm_clip(model, grad_clip)
     if not skip:
         opt.step()
     return gnorm
+
+
+# ------------------------------------------------------------------------------ memory: LoRA, checkpointing, scoring
+
+
+def prepare_policy(model: torch.nn.Module, mem) -> torch.nn.Module:
+    """The trainable policy per the run's memory keys (:class:`shiftkit.microbatch.MemoryConfig`):
+    LoRA adapters through PEFT (``lora_r > 0``; the base is frozen) and activation checkpointing."""
+    from shiftkit.microbatch import set_gradient_checkpointing
+
+    if mem.lora_r:
+        try:
+            import peft
+        except ImportError:
+            raise ShiftkitError("lora_r > 0 needs peft: pip install peft") from None
+        targets = mem.lora_targets[0] if mem.lora_targets == ["all-linear"] else list(mem.lora_targets)
+        lcfg = peft.LoraConfig(r=mem.lora_r, lora_alpha=mem.lora_alpha or 2 * mem.lora_r,
+                               lora_dropout=mem.lora_dropout, target_modules=targets, bias="none",
+                               task_type="CAUSAL_LM")
+        try:
+            model = peft.get_peft_model(model, lcfg)
+        except ValueError as e:
+            raise ShiftkitError(f"lora_targets={mem.lora_targets}: {str(e).splitlines()[0]}") from None
+    if mem.grad_checkpointing:
+        set_gradient_checkpointing(model, True)
+    return model
+
+
+class AdapterOff:
+    """The frozen base of a LoRA policy as a scorer: each call runs with the adapters disabled, so
+    the KL reference / anchor costs no second copy of the weights."""
+
+    def __init__(self, peft_model) -> None:
+        self.m = peft_model
+
+    def __call__(self, *args, **kw):
+        with torch.no_grad(), self.m.disable_adapter():
+            return self.m(*args, **kw)
+
+    def get_output_embeddings(self):
+        return self.m.get_output_embeddings()
+
+    @property
+    def config(self):
+        return self.m.config
+
+
+def frozen_copy(model: torch.nn.Module, mem):
+    """The run's reference (KL anchor) at the starting weights: the LoRA policy with its adapters off,
+    else a frozen deep copy."""
+    import copy
+
+    if getattr(mem, "lora_r", 0):
+        return AdapterOff(model)
+    return copy.deepcopy(model).eval().requires_grad_(False)
+
+
+@torch.no_grad()
+def score_mb(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT, mbs: list, *,
+             dtype=None, temperature: float = 1.0, chunk: int = 0) -> torch.Tensor:
+    """Per-token log-probs ``[B, T]`` (0 at padding) scored micro-batch by micro-batch through the
+    chunked head (:func:`shiftkit.logprobs.score`): memory of one micro-batch, never ``[B, T, V]``."""
+    from shiftkit import logprobs as LP
+
+    out_BT = torch.zeros(completion_ids_BT.shape, dtype=torch.float32, device=completion_ids_BT.device)
+    for mb in mbs:
+        if mb.scale == 0:
+            continue  # a filler keeping ranks in step: nothing to score
+        lp = LP.score(model, mb.prompt(prompt_ids_BP), mb.prompt(prompt_mask_BP), mb.completion(completion_ids_BT),
+                      mb.completion(completion_mask_BT), dtype=dtype or "float32", temperature=temperature,
+                      chunk=chunk or None)
+        mb.put(out_BT, lp)
+    return out_BT
 
 
 # ------------------------------------------------------------------------------ the draws of one step
@@ -132,20 +221,30 @@ def needs_old_logprobs(clip_low: float, clip_high: float, ppo_epochs: int, top_p
 
 
 def rollout(model, tok, prompts_P: list, group_size: int, seed: int, step: int, d: Dist, *,
-            max_new_tokens: int, temperature: float, top_p: float = 1.0):
+            max_new_tokens: int, temperature: float, top_p: float = 1.0, rows: int = 0):
     """``group_size`` samples of this rank's share of the prompts, each row seeded by :func:`row_seed`.
 
     A prompt is a string or its token ids (what :meth:`shiftkit.prompts.PromptRenderer.ids` gives).
     Returns ``(mine, roll)``: the prompt indices this rank took and the :class:`~shiftkit.sampling.Rollouts`
-    (row ``k * G + j`` is sample ``j`` of prompt ``mine[k]``).
+    (row ``k * G + j`` is sample ``j`` of prompt ``mine[k]``). ``rows`` > 0 samples at most that many
+    rows at once (the KV cache of ``rows`` sequences); every row has its own seed, so the tokens do
+    not depend on it.
     """
+    from shiftkit.sampling import concat_rollouts
+
     mine = d.shard(list(range(len(prompts_P))))
     prompts = [prompts_P[i] for i in mine for _ in range(group_size)]
     seeds = [row_seed(seed, step, i, j) for i in mine for j in range(group_size)]
-    kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, row_seeds=seeds)
-    if prompts and not isinstance(prompts[0], str):
-        return mine, sample(model, tok, prompt_ids=[list(p) for p in prompts], **kw)
-    return mine, sample(model, tok, prompts, **kw)
+    step_rows = rows or max(1, len(prompts))
+    parts = []
+    for s in range(0, max(1, len(prompts)), step_rows):
+        kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, row_seeds=seeds[s: s + step_rows])
+        ps = prompts[s: s + step_rows]
+        if ps and not isinstance(ps[0], str):
+            parts.append(sample(model, tok, prompt_ids=[list(p) for p in ps], **kw))
+        else:
+            parts.append(sample(model, tok, ps, **kw))
+    return mine, parts[0] if len(parts) == 1 else concat_rollouts(parts, tok.pad_token_id)
 
 
 # ------------------------------------------------------------------------------ the run around the steps

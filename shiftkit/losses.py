@@ -181,8 +181,13 @@ def explained_variance(values_BT: torch.Tensor, returns_BT: torch.Tensor, mask_B
 def sft_loss(logits_BTV: torch.Tensor, labels_BT: torch.Tensor, mask_BT: torch.Tensor,
              num_tokens=None) -> torch.Tensor:
     """Token-mean cross-entropy of ``labels`` where ``mask`` is set."""
-    nll_BT = -logits_BTV.float().log_softmax(-1).gather(-1, labels_BT.unsqueeze(-1)).squeeze(-1)
-    return aggregate(nll_BT, mask_BT, "token_mean", num_tokens)
+    return sft_loss_from_logprobs(logits_BTV.float().log_softmax(-1).gather(-1, labels_BT.unsqueeze(-1)).squeeze(-1),
+                                  mask_BT, num_tokens)
+
+
+def sft_loss_from_logprobs(logp_BT: torch.Tensor, mask_BT: torch.Tensor, num_tokens=None) -> torch.Tensor:
+    """:func:`sft_loss` from the labels' log-probs (e.g. :func:`shiftkit.logprobs.token_logprobs`, no ``[B, T, V]``)."""
+    return aggregate(-logp_BT, mask_BT, "token_mean", num_tokens)
 
 
 def entropy_from_logits(logits_BTV: torch.Tensor) -> torch.Tensor:

@@ -105,7 +105,7 @@ def micro_batches(prompt_mask_BP: torch.Tensor, completion_mask_BT: torch.Tensor
     if d is not None and getattr(d, "world", 1) > 1:
         import torch.distributed as dist
 
-        n = torch.tensor(len(out), dtype=torch.long)
+        n = torch.tensor(len(out), dtype=torch.long, device=getattr(d, "device", "cpu"))  # NCCL: a device tensor
         dist.all_reduce(n, op=dist.ReduceOp.MAX)
         out += [dataclasses.replace(out[-1], scale=0.0)] * (int(n) - len(out))
     return out
@@ -200,3 +200,45 @@ def check_fp32_master(model: torch.nn.Module, opt: torch.optim.Optimizer | None 
         for k, v in state.items():
             if torch.is_tensor(v) and v.is_floating_point() and v.dtype != torch.float32 and v.dim() > 0:
                 raise ShiftkitError(f"optimizer state '{k}' is {v.dtype}, expected float32")
+
+
+# ---- the memory keys every training loop shares -----------------------------------------------
+
+@dataclasses.dataclass
+class MemoryConfig:
+    """The memory and precision keys of every training loop (SFT, GRPO, OPD, agentic RL): one source of defaults.
+
+    Memory then grows with the micro-batch (``token_budget``) and the logit chunk, not with the batch
+    or the vocabulary; the defaults change no number of a run (one micro-batch, fp32, full fine-tuning)."""
+
+    token_budget: int = 0  # padded tokens (rows x prompt+completion columns) per micro-batch of the update and of scoring; 0 = the whole batch at once
+    rollout_rows: int = 0  # rollout rows sampled at once (bounds the KV cache); 0 = all rows of the step
+    logit_chunk: int = 0  # positions per chunk of the chunked log-softmax (0 = about 64 MB of fp32 logits per chunk)
+    grad_checkpointing: bool = False  # recompute each layer's activations in the backward (HF activation checkpointing)
+    autocast: str = "none"  # none | bfloat16 | float16: autocast of the training forward (master weights and optimizer state stay fp32)
+    lora_r: int = 0  # LoRA rank through PEFT (0 = full fine-tuning)
+    lora_alpha: float = 0.0  # LoRA scaling alpha (0 = 2 x lora_r)
+    lora_dropout: float = 0.0  # LoRA dropout
+    lora_targets: list[str] = dataclasses.field(default_factory=lambda: ["all-linear"])  # PEFT target_modules (all-linear = every linear layer but the output head)
+
+    def validate_memory(self, command: str) -> None:
+        if self.token_budget < 0 or self.rollout_rows < 0 or self.logit_chunk < 0:
+            raise ShiftkitError(f"{command}: token_budget, rollout_rows and logit_chunk must be >= 0 (0 = no limit)")
+        if self.autocast not in AUTOCAST:
+            raise ShiftkitError(f"{command}: autocast must be one of {', '.join(AUTOCAST)}, got '{self.autocast}'")
+        if self.lora_r < 0:
+            raise ShiftkitError(f"{command}: lora_r must be >= 0 (0 = full fine-tuning), got {self.lora_r}")
+        if not self.lora_r:
+            d = MemoryConfig()
+            unread = [k for k in ("lora_alpha", "lora_dropout", "lora_targets") if getattr(self, k) != getattr(d, k)]
+            if unread:
+                raise ShiftkitError(f"{command}: {', '.join(unread)} only apply with lora_r > 0 (LoRA); "
+                                    "set lora_r or leave them at the default")
+
+
+AUTOCAST = ("none", "bfloat16", "float16")
+
+
+def autocast_dtype(name: str) -> str | None:
+    """The ``dtype`` argument of the forwards for an ``autocast`` key (None = fp32, no autocast)."""
+    return None if name == "none" else name

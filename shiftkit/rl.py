@@ -12,7 +12,6 @@ the single-process update.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import time
 from pathlib import Path
@@ -20,13 +19,15 @@ from pathlib import Path
 import torch
 
 from shiftkit import advantages, losses
+from shiftkit import logprobs as LP
 from shiftkit import loopkit as kit
+from shiftkit import microbatch as MB
 from shiftkit.errors import ShiftkitError
-from shiftkit.sampling import Rollouts, forward_logits, score, token_logprobs
+from shiftkit.sampling import Rollouts
 
 
 @dataclasses.dataclass
-class GRPOConfig:
+class GRPOConfig(MB.MemoryConfig):
     model: str = ""  # HF model dir or cached hub id (the policy's start and the KL reference)
     out: str = "runs/rl"  # run directory (config.json, metrics.jsonl, samples.jsonl, checkpoints/, final/)
     # -- data, prompts, reward (shiftkit.data / shiftkit.prompts / shiftkit.rewards) --
@@ -85,6 +86,7 @@ class GRPOConfig:
         if self.adv_scale not in ("std", "none"):
             raise ShiftkitError(f"rl: adv_scale must be std or none, got '{self.adv_scale}'")
         check_unread(self, "rl")
+        self.validate_memory("rl")
         kit.check_report_to(self.report_to)
 
 
@@ -135,7 +137,8 @@ def run_grpo(cfg: GRPOConfig) -> dict:
     d, run = kit.open_run(cfg, d)  # nothing is written before the model, data and reward load and validate
     if run.done:
         return run.summary()
-    ref = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
+    model = kit.prepare_policy(model, cfg)  # LoRA adapters, activation checkpointing
+    ref = kit.frozen_copy(model, cfg) if cfg.kl_coef > 0 else None
     model.train()
     opt = kit.make_optimizer(model, cfg.lr, cfg.weight_decay)
     st = kit.resume(run, model, opt, d, cfg.steps, f"grpo {Path(cfg.out).name}", cfg.progress, cfg.report_to)
@@ -145,12 +148,13 @@ def run_grpo(cfg: GRPOConfig) -> dict:
     clip_low = cfg.clip_low or None
     clip_high = (cfg.clip_high or cfg.clip_low) or None
     off_policy = kit.needs_old_logprobs(cfg.clip_low, cfg.clip_high, cfg.ppo_epochs, cfg.top_p)
+    dtype, chunk = MB.autocast_dtype(cfg.autocast), cfg.logit_chunk or None
     P, G = cfg.prompts_per_step, cfg.group_size
     row: dict = {}
     for step in range(st.start, cfg.steps):
         t0 = time.time()
         problems = inp.ds.draw(cfg.seed, step, P)
-        mine, roll = kit.rollout(model, tok, inp.prompts_for(problems), G, cfg.seed, step, d,
+        mine, roll = kit.rollout(model, tok, inp.prompts_for(problems), G, cfg.seed, step, d, rows=cfg.rollout_rows,
                                  max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p)
         t_sample = time.time() - t0
         ex_B = [problems[i] for i in mine for _ in range(G)]
@@ -163,34 +167,51 @@ def run_grpo(cfg: GRPOConfig) -> dict:
         mask_BT = roll.completion_mask_BT
         adv_BT = adv_B[:, None].expand_as(mask_BT).to(d.device)
         args = (roll.prompt_ids_BP, roll.prompt_mask_BP, roll.completion_ids_BT, mask_BT)
+        mbs = MB.micro_batches(roll.prompt_mask_BP, mask_BT, cfg.token_budget, d=d)  # memory: one micro-batch
         t1 = time.time()
-        old_logp_BT = score(model, *args, temperature=cfg.temperature) if off_policy else None
-        ref_logp_BT = score(ref, *args, temperature=cfg.temperature) if ref is not None else None
+        old_logp_BT = (kit.score_mb(model, *args, mbs, dtype=dtype, temperature=cfg.temperature, chunk=chunk)
+                       if off_policy else None)
+        ref_logp_BT = (kit.score_mb(ref, *args, mbs, dtype=dtype, temperature=cfg.temperature, chunk=chunk)
+                       if ref is not None else None)
         t_score = time.time() - t1
         n_tok, n_seq = d.sum(mask_BT.sum()), P * G
         has_signal = bool(d.sum((adv_B != 0).sum()) > 0) or ref is not None
         t2 = time.time()
         kit.set_lr(opt, kit.lr_at(step, cfg.lr, cfg.warmup, cfg.steps, cfg.schedule))
-        for _ in range(cfg.ppo_epochs):
-            logits_BTV = forward_logits(ddp_model, *args)
-            logp_BT = token_logprobs(logits_BTV, roll.completion_ids_BT, cfg.temperature)
-            old = old_logp_BT if old_logp_BT is not None else logp_BT.detach()
-            loss, pm = losses.policy_loss(logp_BT, old, adv_BT, mask_BT, clip_low=clip_low, clip_high=clip_high,
-                                          aggregation=cfg.aggregation, num_tokens=n_tok, num_seqs=n_seq)
-            kl_mean = torch.tensor(0.0)
-            if ref_logp_BT is not None:
-                kl_loss, kl_mean = losses.kl_penalty(logp_BT, ref_logp_BT, mask_BT, cfg.kl_coef, cfg.aggregation,
-                                                     n_tok, n_seq, clamp=cfg.kl_clamp)
-                loss = loss + kl_loss
-            gnorm = kit.optimizer_step(loss, model, opt, d, cfg.grad_clip, skip=not has_signal)
+        gap = [0.0]  # sampler vs trainer log-probs, before the update (the first epoch's forward)
+        for epoch in range(cfg.ppo_epochs):
+            sums = {"clip": 0.0, "ent": 0.0, "kl": 0.0}
+
+            def loss_fn(mb: MB.MicroBatch) -> torch.Tensor:
+                m_bt, ids_bt = mb.completion(mask_BT), mb.completion(roll.completion_ids_BT)
+                head = LP.model_head(ddp_model, mb.prompt(roll.prompt_ids_BP), mb.prompt(roll.prompt_mask_BP),
+                                     ids_bt, m_bt, dtype=dtype, temperature=cfg.temperature)
+                logp_bt, ent_bt = LP.token_logprobs_entropy(head, ids_bt, chunk)
+                old = mb.completion(old_logp_BT) if old_logp_BT is not None else logp_bt.detach()
+                loss, pm = losses.policy_loss(logp_bt, old, mb.completion(adv_BT), m_bt, clip_low=clip_low,
+                                              clip_high=clip_high, aggregation=cfg.aggregation, num_tokens=n_tok,
+                                              num_seqs=n_seq)
+                n = float(m_bt.sum()) * mb.scale
+                if ref_logp_BT is not None:
+                    kl_loss, kl_mean = losses.kl_penalty(logp_bt, mb.completion(ref_logp_BT), m_bt, cfg.kl_coef,
+                                                         cfg.aggregation, n_tok, n_seq, clamp=cfg.kl_clamp)
+                    loss = loss + kl_loss
+                    sums["kl"] += float(kl_mean) * n
+                sums["clip"] += float(pm["clip_frac"]) * n
+                sums["ent"] += float((ent_bt.detach() * m_bt).sum()) * mb.scale
+                if epoch == 0:
+                    gap[0] += float(((mb.completion(roll.logp_BT) - logp_bt.detach()).abs() * m_bt).sum()) * mb.scale
+                return loss
+
+            loss, gnorm = kit.micro_step(model, ddp_model, opt, d, mbs, loss_fn, cfg.grad_clip, skip=not has_signal)
         t_update = time.time() - t2
-        with torch.no_grad():
-            ent = losses.masked_mean(losses.entropy_from_logits(logits_BTV.detach()), mask_BT)
+        n_mine = max(float(mask_BT.sum()), 1.0)
         stats = {"reward": float(d.sum(rewards_B.sum()) / n_seq), **rollout_stats(roll)}
         per_reward = {k: v for k, v in res.metrics.items() if k.startswith("rewards/")}
-        row = {"step": step, "loss": float(loss.detach()), **stats, **per_reward, "entropy": float(ent),
-               "kl": float(kl_mean), "clip_frac": float(pm["clip_frac"]), "grad_norm": gnorm,
-               "lr": opt.param_groups[0]["lr"],
+        row = {"step": step, "loss": float(loss), **stats, **per_reward, "entropy": sums["ent"] / n_mine,
+               "kl": sums["kl"] / n_mine, "clip_frac": sums["clip"] / n_mine, "grad_norm": gnorm,
+               "lr": opt.param_groups[0]["lr"], "rollout/logprob_gap": gap[0] / n_mine,
+               "micro_batches": len(mbs),
                "frac_groups_with_signal": float((rewards_B.view(-1, G).std(-1) > 0).float().mean()),
                "time/sample": t_sample, "time/score": t_score, "time/update": t_update, "step_time": time.time() - t0}
         kit.write_samples(st, step, cfg.samples_every, lambda: samples_rows(

@@ -90,7 +90,8 @@ class RunDir:
 
     def latest_checkpoint(self) -> Path | None:
         cks = sorted(p for p in (self.path / "checkpoints").glob("step_*")
-                     if (p / "trainer_state.pt").exists() and (p / "config.json").exists())
+                     if (p / "trainer_state.pt").exists()
+                     and ((p / "config.json").exists() or (p / "adapter_config.json").exists()))
         return cks[-1] if cks else None
 
     def load_trainer_state(self, ckdir: Path, model, optimizer) -> tuple[int, dict]:
@@ -99,6 +100,16 @@ class RunDir:
         state = {}
         for f in sorted(ckdir.glob("*.safetensors")):
             state.update(load_file(f))
+        if is_peft(model):  # a LoRA run checkpoints its adapter (PEFT's save_pretrained)
+            from peft import set_peft_model_state_dict
+
+            res = set_peft_model_state_dict(model, state)
+            if getattr(res, "unexpected_keys", None):
+                raise ShiftkitError(f"checkpoint {ckdir} does not match the LoRA policy "
+                                    f"(unexpected {list(res.unexpected_keys)[:3]})")
+            ts = torch.load(ckdir / "trainer_state.pt", weights_only=False)
+            optimizer.load_state_dict(ts["optimizer"])
+            return int(ts["step"]), ts.get("extra", {})
         missing, unexpected = model.load_state_dict(state, strict=False)
         missing = [k for k in missing if not k.endswith("lm_head.weight")]  # tied weights are not saved twice
         if missing or unexpected:
@@ -110,6 +121,12 @@ class RunDir:
     def finish(self, model, tokenizer, summary: dict[str, Any]) -> None:
         from shiftkit.models import save_model
 
+        if is_peft(model):  # a LoRA run: the adapter in adapter/, the merged model in final/ (what other commands load)
+            from shiftkit.models import quiet_hf
+
+            with atomic_dir(self.path / "adapter") as tmp, quiet_hf():
+                model.save_pretrained(tmp, safe_serialization=True)
+            model = model.merge_and_unload()
         save_model(model, tokenizer, self.final)
         atomic_write_json(self.path / "summary.json", summary)
         (self.path / "DONE").write_text("ok\n")
@@ -117,6 +134,12 @@ class RunDir:
 
     def summary(self) -> dict[str, Any]:
         return read_summary(self.path)
+
+
+def is_peft(model) -> bool:
+    """A PEFT (LoRA) model, DDP-wrapped or not."""
+    m = model.module if hasattr(model, "module") else model
+    return hasattr(m, "peft_config") and hasattr(m, "disable_adapter")
 
 
 def open_run_dir(path: str | Path, config: dict[str, Any], overwrite: bool, d) -> RunDir:

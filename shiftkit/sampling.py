@@ -34,6 +34,26 @@ class Rollouts:
     texts: list[str]
 
 
+def concat_rollouts(parts: list[Rollouts], pad_id: int) -> Rollouts:
+    """Rows of several :class:`Rollouts` as one batch: prompts re-left-padded, completions re-right-padded
+    to the widest part (the same layout a single :func:`sample` call gives)."""
+    P = max(r.prompt_ids_BP.shape[1] for r in parts)
+    T = max(r.completion_ids_BT.shape[1] for r in parts)
+
+    def left(x, w, v):
+        return torch.nn.functional.pad(x, (w - x.shape[1], 0), value=v)
+
+    def right(x, w, v):
+        return torch.nn.functional.pad(x, (0, w - x.shape[1]), value=v)
+
+    return Rollouts(torch.cat([left(r.prompt_ids_BP, P, pad_id) for r in parts]),
+                    torch.cat([left(r.prompt_mask_BP, P, 0) for r in parts]),
+                    torch.cat([right(r.completion_ids_BT, T, pad_id) for r in parts]),
+                    torch.cat([right(r.completion_mask_BT, T, 0) for r in parts]),
+                    torch.cat([right(r.logp_BT, T, 0.0) for r in parts]),
+                    torch.cat([r.eos_B for r in parts]), [t for r in parts for t in r.texts])
+
+
 def encode_prompts(tokenizer, prompts: list[str], device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
     """Left-padded prompt ids and mask (no special tokens are added)."""
     ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]

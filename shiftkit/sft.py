@@ -16,15 +16,16 @@ from pathlib import Path
 
 import torch
 
+from shiftkit import logprobs as LP
 from shiftkit import loopkit as kit
 from shiftkit import losses
+from shiftkit import microbatch as MB
 from shiftkit.errors import ShiftkitError
 from shiftkit.prompts import left_pad, right_pad
-from shiftkit.sampling import forward_logits
 
 
 @dataclasses.dataclass
-class SFTConfig:
+class SFTConfig(MB.MemoryConfig):
     model: str = ""  # HF model dir / cached hub id to fine-tune; or empty with init=weak|strong
     init: str = ""  # create a tiny model from scratch: weak | strong (the toy world)
     out: str = "runs/sft"  # run directory (config.json, metrics.jsonl, checkpoints/, final/)
@@ -74,6 +75,9 @@ class SFTConfig:
         if not 0.0 <= self.error_rate <= 1.0:
             raise ShiftkitError(f"sft: error_rate must be in [0, 1], got {self.error_rate}")
         kit.check_report_to(self.report_to)
+        self.validate_memory("sft")
+        if self.rollout_rows:
+            raise ShiftkitError("sft: rollout_rows does not apply (SFT samples nothing); leave it at 0")
         if self.tasks and self.data:
             raise ShiftkitError("sft: give data=... or tasks=... (shorthand for data=arith:...), not both")
         arith = bool(self.tasks) or is_arith(self.data)
@@ -116,23 +120,32 @@ def run_sft(cfg: SFTConfig) -> dict:
     d, run = kit.open_run(cfg, d)  # nothing is written before the model and data load and validate
     if run.done:
         return run.summary()
-    model.to(d.device).train()
+    model = kit.prepare_policy(model.to(d.device), cfg)  # LoRA adapters, activation checkpointing
+    model.train()
     opt = kit.make_optimizer(model, cfg.lr, cfg.weight_decay)
     st = kit.resume(run, model, opt, d, cfg.steps, f"sft {Path(cfg.out).name}", cfg.progress, cfg.report_to)
     ddp_model = d.wrap(model)
     eval_fn = _eval_fn(cfg, model, tok, inp, d) if cfg.eval_every else None
+    dtype = MB.autocast_dtype(cfg.autocast)
     row: dict = {}
     for step in range(st.start, cfg.steps):
         t0 = time.time()
         batch = d.shard(inp.ds.draw_sft(cfg.seed, step, cfg.batch_size))
         p_ids, p_mask, c_ids, c_mask, cut = encode_batch(inp, batch, cfg.max_length if not inp.arith else 0, d.device)
         n_tok = d.sum(c_mask.sum())
-        logits_BTV = forward_logits(ddp_model, p_ids, p_mask, c_ids, c_mask)
-        loss = losses.sft_loss(logits_BTV, c_ids, c_mask, num_tokens=n_tok)
+        mbs = MB.micro_batches(p_mask, c_mask, cfg.token_budget, d=d)
+
+        def loss_fn(mb: MB.MicroBatch) -> torch.Tensor:
+            ids_bt, m_bt = mb.completion(c_ids), mb.completion(c_mask)
+            head = LP.model_head(ddp_model, mb.prompt(p_ids), mb.prompt(p_mask), ids_bt, m_bt, dtype=dtype)
+            return losses.sft_loss_from_logprobs(LP.token_logprobs(head, ids_bt, cfg.logit_chunk or None), m_bt,
+                                                 num_tokens=n_tok)
+
         kit.set_lr(opt, kit.lr_at(step, cfg.lr, cfg.warmup, cfg.steps, cfg.schedule))
-        gnorm = kit.optimizer_step(loss, model, opt, d, cfg.grad_clip)
-        row = {"step": step, "loss": float(loss.detach()), "grad_norm": gnorm, "lr": opt.param_groups[0]["lr"],
-               "step_time": time.time() - t0}
+        loss, gnorm = kit.micro_step(model, ddp_model, opt, d, mbs, loss_fn, cfg.grad_clip)
+        loss = d.sum(loss)  # the global mean (each rank's share is normalised by the global count)
+        row = {"step": step, "loss": float(loss), "grad_norm": gnorm, "lr": opt.param_groups[0]["lr"],
+               "micro_batches": len(mbs), "step_time": time.time() - t0}
         if not inp.arith:
             row.update({"rows_truncated": cut["truncated"], "rows_dropped": cut["dropped"]})
         kit.log_step(st, step, row, cfg.steps, cfg.eval_every, eval_fn, loss=f"{row['loss']:.3f}")
@@ -158,8 +171,9 @@ def _eval_fn(cfg: SFTConfig, model, tok, inp, d):
         for s in range(0, len(rows), cfg.batch_size):
             p_ids, p_mask, c_ids, c_mask, _ = encode_batch(inp, rows[s: s + cfg.batch_size], cfg.max_length, d.device)
             k = int(c_mask.sum())
-            tot += float(losses.sft_loss(forward_logits(model, p_ids, p_mask, c_ids, c_mask), c_ids, c_mask,
-                                         num_tokens=torch.tensor(k))) * k
+            lp = kit.score_mb(model, p_ids, p_mask, c_ids, c_mask, MB.micro_batches(p_mask, c_mask, cfg.token_budget),
+                              chunk=cfg.logit_chunk)
+            tot += float(losses.sft_loss_from_logprobs(lp, c_mask, num_tokens=torch.tensor(k))) * k
             n += k
         return {"eval/loss": tot / max(n, 1)}
 

@@ -179,4 +179,9 @@ def test_two_process_ddp_equals_one_process(add1_model, tmp_path, free_port):
     assert two.returncode == 0, two.stderr[-3000:]
     w0, w1, w2 = _weights(add1_model), _weights(tmp_path / "one" / "final"), _weights(tmp_path / "two" / "final")
     assert _max_diff(w0, w1) > 1e-4  # the run did update the model
-    assert _max_diff(w1, w2) < 1e-5
+    # relative to the update: Adam turns 1e-9 rounding in a near-zero gradient into a full-lr step for a
+    # handful of weights (measured: 1 weight of 227k above 1e-5, relative mismatch 3e-5), so an
+    # elementwise max is fragile; a broken all-reduce gives a mismatch of the update's own size
+    num = sum(((w1[k] - w2[k]) ** 2).sum() for k in w1) ** 0.5
+    den = sum(((w1[k] - w0[k]) ** 2).sum() for k in w1) ** 0.5
+    assert num / den < 1e-3, float(num / den)
