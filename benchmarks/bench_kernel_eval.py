@@ -217,14 +217,46 @@ REWARD_CASES = [  # (label, problem, solution, kind, compile baseline): "near" =
 ]
 
 
+def _loadavg() -> list[float]:
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return list(os.getloadavg())
+
+
+def _sd(xs: list[float]) -> float:
+    m = sum(xs) / len(xs)
+    return (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5 if len(xs) > 1 else 0.0
+
+
+def block_spread(runs: list[list[dict]], baseline: str) -> dict:
+    """Between-block vs within-block noise of the block-level log ratios: the pooled (over evaluations) SD of
+    one evaluation's block values, against the SD a block value would have from its own rounds alone
+    (half-width of its 95 % order-statistic CI / 1.96, median over blocks)."""
+    import math
+
+    between, within = [], []
+    for blocks in runs:
+        v = [math.log(b[baseline]) for b in blocks if b.get(baseline)]
+        if len(v) > 1:
+            between.append(_sd(v) ** 2)
+        within += [(math.log(b["ci"][baseline][1]) - math.log(b["ci"][baseline][0])) / (2 * 1.96) for b in blocks if b.get("ci")]
+    return {"between_block_sd": (sum(between) / len(between)) ** 0.5 if between else None,
+            "within_block_sd": statistics.median(within) if within else None}
+
+
 def bench_rewards(n: int) -> dict:
     """Repeated full evaluations (paired vs eager, default sampling budget): reward flips and ratio CV."""
+    import math
     from collections import Counter
 
+    cfg0 = EvalConfig()
     rows = {}
     for label, prob, sol, kind, with_compile in REWARD_CASES:
-        rewards, speed, incon, rounds, secs, reasons = [], [], [], [], [], []
+        rewards, speed, incon, rounds, secs, reasons, blocks, cis, loads = [], [], [], [], [], [], [], [], []
+        base = "compile" if with_compile else "eager"
         for _ in range(n):
+            loads.append(_loadavg())
             t0 = time.perf_counter()
             r = evaluate(PROBLEMS / f"{prob}.py", sol, EvalConfig(baseline_compile=with_compile))
             secs.append(time.perf_counter() - t0)
@@ -233,19 +265,34 @@ def bench_rewards(n: int) -> dict:
             incon.append(r.inconclusive)
             rounds.append(r.paired.get("rounds"))
             reasons.append(r.reason[:160])
+            blocks.append(r.paired.get("blocks", []))
+            cis.append(r.paired.get(base, {}).get("ci"))
         mode = Counter(rewards).most_common(1)[0][0]
         flips = sum(1 for x in rewards if x != mode) / n
         ok = [x for x in speed if x]
-        rows[label] = {"kind": kind, "baseline": "compile" if with_compile else "eager", "rewards": rewards, "mode": mode, "flip_rate": flips,
+        med_blocks = [math.exp(statistics.median([math.log(b[base]) for b in bl])) for bl in blocks if bl]
+        rows[label] = {"kind": kind, "baseline": base, "rewards": rewards, "mode": mode, "flip_rate": flips,
                        "inconclusive": sum(incon), "speedup": speed, "paired_ratio_cv": cv(ok) if ok else None,
-                       "rounds": rounds, "reasons": reasons, "seconds_per_eval": statistics.median(secs)}
+                       "ci": cis, "rounds": rounds, "n_blocks": [len(b) for b in blocks],
+                       "block_speedups": [[b[base] for b in bl] for bl in blocks], "block_cpus": [[b["cpu"] for b in bl] for bl in blocks],
+                       "median_of_blocks_cv": cv(med_blocks) if med_blocks else None,
+                       **block_spread(blocks, base),
+                       "reasons": reasons, "seconds_per_eval": statistics.median(secs), "loadavg_before_each": loads}
         print(f"  {label:28s} {kind:5s} rewards {rewards} flip {flips:.2f} inconclusive {sum(incon)} "
-              f"cv {rows[label]['paired_ratio_cv']:.3f} rounds {rounds}", flush=True)
+              f"cv {rows[label]['paired_ratio_cv']:.3f} rounds {rounds} s/eval {rows[label]['seconds_per_eval']:.1f} load {loads[-1]}", flush=True)
     clear = [r for r in rows.values() if r["kind"] == "clear"]
     near = [r for r in rows.values() if r["kind"] == "near"]
+    all_loads = [x[0] for r in rows.values() for x in r["loadavg_before_each"]]
     return {
-        "repeats": n, "settings": {"baseline_compile": "only for the vs_compile case", "timed_calls": 30, "max_timed_calls": 120, "ci_level": 0.95,
-                                   "margin": 0.05, "timer": "auto (whole-tree CPU time, cgroup)"},
+        "repeats": n, "settings": {"baseline_compile": "only for the vs_compile case", "timed_calls": cfg0.timed_calls,
+                                   "timing_blocks": cfg0.timing_blocks, "max_timed_calls": cfg0.max_timed_calls,
+                                   "rounds_per_block": -(-cfg0.timed_calls // cfg0.timing_blocks),
+                                   "respawn_blocks": cfg0.respawn_blocks, "pin_cpu": cfg0.pin_cpu,
+                                   "interval": "Student-t over block medians of per-round log ratios", "estimator": "geometric mean of block medians",
+                                   "ci_level": cfg0.ci_level, "margin": cfg0.margin, "warmup": cfg0.warmup,
+                                   "timer": "auto (whole-tree CPU time, cgroup)"},
+        "load_1min": {"min": min(all_loads), "median": statistics.median(all_loads), "max": max(all_loads),
+                      "note": "/proc/loadavg before each evaluation (per case: loadavg_before_each); other jobs share the 2 vCPUs"},
         "cases": rows,
         "reward_flip_rate": {"clear_max": max(r["flip_rate"] for r in clear), "near_max": max(r["flip_rate"] for r in near),
                              "per_case": {k: v["flip_rate"] for k, v in rows.items()},
@@ -254,6 +301,23 @@ def bench_rewards(n: int) -> dict:
                             "median": statistics.median(r["paired_ratio_cv"] for r in rows.values()),
                             "per_case": {k: v["paired_ratio_cv"] for k, v in rows.items()}, "goal": 0.03},
     }
+
+
+def bench_diagnose(n: int = 3) -> dict:
+    """Is the run-to-run spread a process effect? ``scale_shift_clamp`` vs eager and torch.compile in 6 blocks of
+    10 rounds, every block reusing the same three workers (``respawn_blocks=False``): the between-block spread
+    there is the time/load effect alone; compare with the fresh-worker blocks of the ``rewards`` section."""
+    runs, loads, secs = [], [], []
+    for _ in range(n):
+        loads.append(_loadavg())
+        t0 = time.perf_counter()
+        r = evaluate(PROBLEMS / "scale_shift_clamp.py", SOLUTIONS / "scale_shift_clamp" / "correct.py",
+                     EvalConfig(timing_blocks=6, timed_calls=60, max_timed_calls=60, respawn_blocks=False))
+        secs.append(time.perf_counter() - t0)
+        runs.append(r.paired.get("blocks", []))
+    return {"respawn_blocks": False, "blocks": 6, "rounds_per_block": 10, "evaluations": n, "loadavg_before_each": loads,
+            "seconds": secs, "block_speedups": {b: [[x[b] for x in bl] for bl in runs] for b in ("eager", "compile")},
+            "eager": block_spread(runs, "eager"), "compile": block_spread(runs, "compile")}
 
 
 def bench_sandbox(n: int = 5) -> dict:
@@ -336,9 +400,24 @@ def main() -> None:
     if "sandbox" in sections:
         res["sandbox"] = bench_sandbox()
         print(json.dumps(res["sandbox"]), flush=True)
+    if "diagnose" in sections:
+        print("block spread with reused workers ...", flush=True)
+        res["rewards_diagnose"] = bench_diagnose()
+        print(json.dumps({k: res["rewards_diagnose"][k] for k in ("eager", "compile", "seconds")}), flush=True)
     if "rewards" in sections:
         print("reward stability (paired timing) ...", flush=True)
+        prev = res.get("rewards")
+        if prev and "timing_blocks" not in prev.get("settings", {}):
+            res["rewards_before_blocks"] = prev  # the single-block design, kept for the before/after comparison
         res["rewards"] = bench_rewards(args.repeats)
+        st = res["rewards"]["settings"]
+        res["rewards"]["matched"] = {
+            "note": "every case's candidate and its baselines run with the same settings: threads 1, same inputs, LLC flushes, "
+                    "warm-up, CPU pinning per block; candidate and baselines re-spawned together in every block",
+            **{k: st[k] for k in ("timed_calls", "timing_blocks", "rounds_per_block", "max_timed_calls", "pin_cpu", "warmup", "ci_level")},
+            "threads": 1, "dtype": "fp32 (the problems' own dtypes)", "repeats": args.repeats,
+            "command": "PYTHONPATH=. .venv/bin/python benchmarks/bench_kernel_eval.py --sections rewards"}
+        res.setdefault("matched", {}).update({k: st[k] for k in ("timed_calls", "timing_blocks", "rounds_per_block", "max_timed_calls", "pin_cpu")})
         res["reward_flip_rate"] = res["rewards"]["reward_flip_rate"]
         res["paired_ratio_cv"] = res["rewards"]["paired_ratio_cv"]
         print(json.dumps({"reward_flip_rate": res["reward_flip_rate"], "paired_ratio_cv": res["paired_ratio_cv"]}), flush=True)

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import os
@@ -58,8 +59,12 @@ class EvalConfig:
     block_ops: bool = True
     check_degenerate: bool = True
     warmup: int = 3
-    timed_calls: int = 30  # paired rounds before the first decision
-    max_timed_calls: int = 120  # budget of paired rounds when the interval straddles a threshold
+    timed_calls: int = 30  # paired rounds before the first decision, split evenly over the first blocks
+    max_timed_calls: int = 40  # budget of paired rounds: blocks are added while an interval straddles a threshold
+    timing_blocks: int = 3  # independent timing blocks (fresh candidate and baseline workers each) before deciding
+    min_block_rounds: int = 10  # fewer blocks when timed_calls cannot give each this many rounds
+    respawn_blocks: bool = True  # False: every block reuses the first block's workers (diagnostic only)
+    pin_cpu: bool = True  # pin all workers of a block to one CPU (blocks rotate over the allowed CPUs)
     ci_level: float = 0.95
     recheck_timed: bool = True
     baseline_compile: bool = True
@@ -91,8 +96,8 @@ class EvalConfig:
             raise ShiftkitError(f"unknown tolerance {self.tolerance!r}; valid: {', '.join(C.TOLERANCE_PRESETS)}")
         if self.timer not in ("wall", "cpu", "auto"):
             raise ShiftkitError(f"unknown timer {self.timer!r}; valid: wall, cpu, auto")
-        if self.trials < 1 or self.timed_calls < 1 or self.threads < 1:
-            raise ShiftkitError("trials, timed_calls and threads must be >= 1")
+        if self.trials < 1 or self.timed_calls < 1 or self.threads < 1 or self.timing_blocks < 1:
+            raise ShiftkitError("trials, timed_calls, timing_blocks and threads must be >= 1")
         if not 0.5 < self.ci_level < 1:
             raise ShiftkitError("ci_level must be in (0.5, 1)")
 
@@ -399,6 +404,12 @@ class _Trials:
         self.findings: list[Finding] = []
         self.max_diff = 0.0
 
+    def for_worker(self, w: Worker) -> "_Trials":
+        """The same bookkeeping (findings list and reference model shared) for another candidate worker."""
+        t = copy.copy(self)
+        t.w, t.base_tasks, t.last_calls = w, w.base_tasks, None
+        return t
+
     def add(self, f: Finding) -> None:
         if not any(x.code == f.code for x in self.findings):
             self.findings.append(f)
@@ -578,17 +589,19 @@ def _ok(h: dict, what: str) -> None:
 
 
 class _Paired:
-    """Candidate and baselines timed interleaved: each round the same fresh inputs go to every party, in a
-    rotating (and every other cycle reversed) order, each call preceded by the same LLC flush."""
+    """One timing block: candidate and baselines timed interleaved: each round the same fresh inputs go to
+    every party, in a rotating (and every other cycle reversed) order, each call preceded by the same LLC
+    flush. Round numbers are global over the blocks of an evaluation (``first`` is this block's first)."""
 
-    def __init__(self, t: _Trials, parties: dict[str, Worker]):
+    def __init__(self, t: _Trials, parties: dict[str, Worker], first: int = 0):
         self.t, self.c, self.p = t, t.c, t.p
         self.parties = parties
         self.names = list(parties)
         self.wall = {n: [] for n in parties}
         self.cpu = {n: [] for n in parties}
         self.outside = {n: [] for n in parties}  # per round: CPU ns outside the timed call (prep, flush, checks)
-        self.rounds = 0
+        self.first = first
+        self.rounds = first  # global index of the next round
         self.pending: list[tuple[int, int, dict, str]] = []  # (round, nonce, inputs, reported out digest)
         self.checked = 0
         self.io_bytes = 0
@@ -625,7 +638,7 @@ class _Paired:
 
     def recheck(self) -> None:
         """Collect the candidate's timed outputs: layout, in-window digest vs the bytes received, and the
-        reference (every output of the first ``timed_calls`` rounds, every third one after)."""
+        reference (every output)."""
         if not self.pending:
             return
         t, w = self.t, self.parties["candidate"]
@@ -652,7 +665,7 @@ class _Paired:
                 break
             if not self.io_bytes:
                 self.io_bytes = _nbytes(inputs) + _nbytes(out)
-            if self.c.recheck_timed and (r < self.c.timed_calls or r % 3 == 0):
+            if self.c.recheck_timed:  # every timed output: a fresh block's worker cannot know which rounds count
                 if not t.judge(t.expected(inputs), out, where, "timed_output_mismatch"):
                     break
                 self.checked += 1
@@ -669,76 +682,149 @@ def untimed_work_bound(cand_median_ns: float, eager_outside_ns: float) -> float:
     return max(2e6, 0.5 * cand_median_ns, 0.25 * eager_outside_ns)
 
 
-def paired_profile(t: _Trials, solution: Solution | None = None) -> tuple[dict, dict, bool]:
-    """Time the candidate against eager (and torch.compile) interleaved in one window; decide each milestone
-    from the paired ratio's confidence interval, adding rounds (up to ``max_timed_calls``) while an interval
+def block_plan(timed_calls: int, timing_blocks: int, max_timed_calls: int, min_rounds: int = 10) -> tuple[int, int, int]:
+    """Pure: (blocks before the first decision, rounds per block, most blocks within the round budget).
+    A block has at least ``min_rounds`` rounds (fewer blocks when ``timed_calls`` is small); one block is
+    never extended (an interval over blocks needs two to start with)."""
+    n0 = max(1, min(timing_blocks, timed_calls // max(1, min_rounds)))
+    per = -(-timed_calls // n0)
+    return n0, per, n0 if n0 == 1 else max(n0, max_timed_calls // per)
+
+
+def block_decisions(blocks: list[dict[str, list[float]]], thr: float, level: float) -> tuple[dict, dict]:
+    """Pure: per baseline, the interval of the paired speedup (log space) and its decision from per-block
+    per-round log ratios (``blocks[i][baseline]``). Several blocks: the Student-t interval over the block
+    medians (:func:`stats.blocks_ci`, between-process variance included). One block: the order-statistic
+    interval of its rounds' median (within-process noise only)."""
+    cis, decisions = {}, {}
+    for b in blocks[0] if blocks else {}:
+        if len(blocks) == 1:
+            cis[b] = stats.median_ci(blocks[0][b], level)
+        else:
+            cis[b] = stats.blocks_ci(stats.block_values([blk[b] for blk in blocks]), level)
+        decisions[b] = stats.decide(cis[b], thr)
+    return cis, decisions
+
+
+def _pin_cpus() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return []
+
+
+def paired_profile(t: _Trials, solution: Solution | None = None, builds: list[BuildResult] | None = None) -> tuple[dict, dict, bool]:
+    """Time the candidate against eager (and torch.compile) interleaved, in independent blocks: each block
+    has its own fresh candidate and baseline workers (the first block reuses the checked candidate worker),
+    all pinned to one CPU, equally warmed up, then ``per`` paired rounds. Each milestone is decided from the
+    interval over the block-level ratios, adding blocks (up to ``max_timed_calls`` rounds) while an interval
     straddles the threshold. Returns (timings, paired stats, inconclusive)."""
     c, p = t.c, t.p
-    parties = {"candidate": t.w}
-    started = []
+    n0, per, max_blocks = block_plan(c.timed_calls, c.timing_blocks, c.max_timed_calls, c.min_block_rounds)
+    kinds = ["eager"] + (["compile"] if c.baseline_compile else [])
+    cpus = _pin_cpus() if c.pin_cpu else []
+    timer = c.effective_timer
+    if timer == "cpu" and t.w.cpu_ns() < 0:
+        timer = "wall"  # no whole-tree CPU accounting here: wall time, still paired
+    thr = threshold(c.margin)
+    warm = wire.dumps_tensors(p.inputs(C.mix_seed(c.seed + 999, c.secret)))
+    done: list[_Paired] = []
+    logr: list[dict[str, list[float]]] = []
+    block_info: list[dict] = []
+    kept: dict[str, Worker] = {}  # respawn_blocks=False: the first block's workers, reused
+    cis: dict[str, tuple] = {}
+    decisions: dict[str, str] = {}
+    need = False
+    started: list[Worker] = []
     try:
-        for kind in ["eager"] + (["compile"] if c.baseline_compile else []):
-            w = start_worker(p, None, [], c, mode="reference" if kind == "eager" else "compile")
-            started.append(w)
-            _load_in_worker(w, p, c)
-            parties[kind] = w
-        warm = wire.dumps_tensors(p.inputs(C.mix_seed(c.seed + 999, c.secret)))
-        for name, w in parties.items():
-            w.deadline = time.monotonic() + c.timeout_s
-            h, _ = w.request({"cmd": "warmup", "n": c.warmup}, warm, max_blob=0)
-            if name == "candidate" and not h.get("ok") and h.get("violations"):
-                t.check_header(h, "warm-up")
-                return {}, {}, False
-            _ok(h, f"{name} warm-up")
-        timer = c.effective_timer
-        if timer == "cpu" and t.w.cpu_ns() < 0:
-            timer = "wall"  # no whole-tree CPU accounting here: wall time, still paired
-        pr = _Paired(t, parties)
-        thr = threshold(c.margin)
-        target = c.timed_calls
-        decisions: dict[str, str] = {}
-        cis: dict[str, tuple] = {}
-        while True:
-            while pr.rounds < target and not errors(t.findings):
+        while len(done) < max_blocks:
+            i = len(done)
+            parties: dict[str, Worker] = {}
+            if kept:
+                parties = dict(kept)
+                bt = t.for_worker(parties["candidate"])
+            else:
+                if i == 0 or builds is None:
+                    parties["candidate"] = t.w
+                    bt = t
+                else:
+                    w = start_worker(p, solution, builds, c)
+                    started.append(w)
+                    _load_in_worker(w, p, c)
+                    parties["candidate"] = w
+                    bt = t.for_worker(w)
+                    bt.check_tasks(f"block {i} import")
+                for kind in kinds:
+                    w = start_worker(p, None, [], c, mode="reference" if kind == "eager" else "compile")
+                    started.append(w)
+                    _load_in_worker(w, p, c)
+                    parties[kind] = w
+                if not c.respawn_blocks:
+                    kept = dict(parties)
+            cpu = cpus[i % len(cpus)] if cpus else None
+            pinned = cpu is not None and all(w.pin(cpu) for w in parties.values())
+            for name, w in parties.items():
+                w.deadline = time.monotonic() + c.timeout_s
+                h, _ = w.request({"cmd": "warmup", "n": c.warmup}, warm, max_blob=0)
+                if name == "candidate" and not h.get("ok") and h.get("violations"):
+                    bt.check_header(h, "warm-up")
+                    return {}, {}, False
+                _ok(h, f"{name} warm-up")
+            pr = _Paired(bt, parties, first=i * per)
+            while pr.rounds < (i + 1) * per and not errors(t.findings):
                 pr.round()
             pr.recheck()
             if errors(t.findings):
                 return {}, {}, False
-            for b in parties:
-                if b != "candidate":
-                    lr = stats.log_ratios(pr.times(b, timer), pr.times("candidate", timer))
-                    cis[b] = stats.median_ci(lr, c.ci_level)
-                    decisions[b] = stats.decide(cis[b], thr)
+            done.append(pr)
+            logr.append({b: stats.log_ratios(pr.times(b, timer), pr.times("candidate", timer)) for b in kinds})
+            block_info.append({"cpu": cpu if pinned else None, "rounds": pr.rounds - pr.first,
+                               **{b: math.exp(stats.median(logr[-1][b])) for b in kinds},
+                               "ci": {b: [math.exp(x) for x in stats.median_ci(logr[-1][b], c.ci_level)[::2]] for b in kinds}})
+            if c.respawn_blocks:
+                for w in list(parties.values()):
+                    if w is not t.w:
+                        w.close()
+                        started.remove(w)
+            if len(done) < n0:
+                continue
+            cis, decisions = block_decisions(logr, thr, c.ci_level)
             need = decisions.get("eager") == "undecided" or (decisions.get("eager") == "above" and decisions.get("compile") == "undecided")
-            if not need or target >= c.max_timed_calls:
+            if not need:
                 break
-            target = min(c.max_timed_calls, target + 30)
-        timings = {n: timing_summary(pr.wall[n], pr.cpu[n], timer) for n in parties}
+        names = ["candidate"] + kinds
+        cat = {k: {n: [x for pr in done for x in getattr(pr, k)[n]] for n in names} for k in ("wall", "cpu", "outside")}
+        timings = {n: timing_summary(cat["wall"][n], cat["cpu"][n], timer) for n in names}
         paired = {b: {"speedup": math.exp(cis[b][1]), "ci": [math.exp(cis[b][0]), math.exp(cis[b][2])],
                       "decision": decisions[b], "threshold": thr} for b in cis}
-        paired["rounds"] = pr.rounds
-        paired["rechecked"] = pr.checked
+        paired["rounds"] = sum(pr.rounds - pr.first for pr in done)
+        paired["rechecked"] = sum(pr.checked for pr in done)
         paired["timer"] = timer
-        if timer == "cpu" and pr.rounds:
-            out_c, out_e = stats.median(pr.outside["candidate"]), stats.median(pr.outside["eager"])
-            diff = stats.median([a - b for a, b in zip(pr.outside["candidate"], pr.outside["eager"])])
+        paired["blocks"] = block_info
+        paired["interval"] = "student_t over block medians" if len(done) > 1 else "order statistics over rounds (one block)"
+        if timer == "cpu" and paired["rounds"]:
+            oc, oe = cat["outside"]["candidate"], cat["outside"]["eager"]
+            out_c, out_e = stats.median(oc), stats.median(oe)
+            diff = stats.median([a - b for a, b in zip(oc, oe)])
             paired["outside_cpu_ms_per_round"] = {"candidate": out_c / 1e6, "eager": out_e / 1e6, "paired_diff": diff / 1e6}
-            med = stats.median(pr.cpu["candidate"])
+            med = stats.median(cat["cpu"]["candidate"])
             if diff > untimed_work_bound(med, out_e):
                 t.add(Finding("untimed_work", f"the candidate used {diff / 1e6:.2f} ms more CPU per round than the eager baseline "
                               f"outside its timed calls (median of paired differences; eager {out_e / 1e6:.2f} ms): work moved "
                               "out of the timed window? (review: a backstop that load noise can trip)", "review", "timing"))
-        if c.floor_bandwidth_factor > 0 and pr.io_bytes:
-            floor_ms = pr.io_bytes / (c.floor_bandwidth_factor * memory_bandwidth(t.device)) * 1e3
+        io_bytes = next((pr.io_bytes for pr in done if pr.io_bytes), 0)
+        if c.floor_bandwidth_factor > 0 and io_bytes:
+            floor_ms = io_bytes / (c.floor_bandwidth_factor * memory_bandwidth(t.device)) * 1e3
             paired["floor_ms"] = floor_ms
             if timings["candidate"]["median_ms"] < floor_ms:
                 t.add(Finding("below_physical_floor", f"median {timings['candidate']['median_ms']:.4f} ms is below the memory-bandwidth "
-                              f"floor {floor_ms:.4f} ms for {pr.io_bytes} bytes", "error", "timing"))
+                              f"floor {floor_ms:.4f} ms for {io_bytes} bytes", "error", "timing"))
         inconclusive = any(v == "undecided" for v in decisions.values()) and need
         return timings, paired, inconclusive
     finally:
         for w in started:
-            w.close()
+            if w is not t.w:
+                w.close()
 
 
 # ----------------------------------------------------------------------------- the whole protocol
@@ -821,7 +907,7 @@ def _evaluate(p: Problem, s: Solution, config: EvalConfig, res: Result) -> None:
         if res.correct and config.profile:
             res.stage = "profile"
             t.findings = []
-            res.timings, res.paired, res.inconclusive = paired_profile(t, s)
+            res.timings, res.paired, res.inconclusive = paired_profile(t, s, builds)
             res.findings += t.findings
             res.correct = not errors(res.findings)
     except (TypeError, ValueError, KeyError, AttributeError, IndexError) as e:  # a reply we cannot interpret

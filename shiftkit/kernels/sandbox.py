@@ -265,6 +265,23 @@ class Worker:
                                 violations=h.get("violations"))
         return t1 - t0, (c1 - c0) if c0 >= 0 and c1 >= 0 else -1, h
 
+    def pin(self, cpu: int) -> bool:
+        """Pin every task of the worker's tree to one CPU (threads started later inherit it). Placement only:
+        the clock and the CPU accounting stay the parent's. False where the kernel refused."""
+        pids = self.group.pids() if self.group is not None else self._tree()
+        ok = bool(pids)
+        for pid in pids:
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    os.sched_setaffinity(int(tid), {cpu})
+                except (OSError, ValueError):
+                    ok = False
+        return ok
+
     def _netns_differs(self) -> bool:
         pids = self.group.pids() if self.group is not None else []
         try:

@@ -83,3 +83,69 @@ def decide(ci: tuple[float, float, float], threshold: float) -> str:
     if hi < t:
         return "below"
     return "undecided"
+
+
+# ----------------------------------------------------------------------------- block-level statistics
+# One evaluation times the candidate against its baselines in several independent blocks, each with fresh
+# worker processes. A process-level effect (memory layout, the compiled baseline's code, core placement)
+# is shared by every round of a block, so the rounds of one block are not independent draws: the unit of
+# replication is the block, and the interval is built over the block-level log ratios.
+
+
+def student_t_cdf(x: float, df: int) -> float:
+    """P(T <= x) for Student's t with ``df`` degrees of freedom (Simpson's rule on the density)."""
+    if df < 1:
+        raise ValueError("df must be >= 1")
+    if x == 0:
+        return 0.5
+    c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+    a = abs(x)
+    # substitute x = tan(u): the integrand c * cos(u)^(df-1) ... is smooth on [0, atan(a)] for any df
+    u1 = math.atan(a)
+    n = 2000
+    h = u1 / n
+
+    def f(u: float) -> float:
+        t = math.tan(u)
+        return c * (1 + t * t / df) ** (-(df + 1) / 2) / math.cos(u) ** 2
+
+    s = f(0) + f(u1) + sum((4 if i % 2 else 2) * f(i * h) for i in range(1, n))
+    p = 0.5 + s * h / 3
+    return p if x > 0 else 1.0 - p
+
+
+def student_t_quantile(q: float, df: int) -> float:
+    """The ``q`` quantile of Student's t (bisection on :func:`student_t_cdf`)."""
+    if not 0 < q < 1:
+        raise ValueError("q must be in (0, 1)")
+    if q == 0.5:
+        return 0.0
+    if q < 0.5:
+        return -student_t_quantile(1 - q, df)
+    lo, hi = 0.0, 1.0
+    while student_t_cdf(hi, df) < q:
+        lo, hi = hi, hi * 2
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if student_t_cdf(mid, df) < q else (lo, mid)
+    return (lo + hi) / 2
+
+
+def block_values(blocks: Sequence[Sequence[float]]) -> list[float]:
+    """One value per block: the median of that block's paired per-round log ratios (empty blocks dropped)."""
+    return [median(b) for b in blocks if b]
+
+
+def blocks_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Confidence interval for the mean of independent block values (log ratios): (lo, mean, hi), the
+    Student-t interval with len - 1 degrees of freedom. Between-block (between-process) variance is in it.
+    One block: no spread can be estimated, the interval is unbounded (never decides)."""
+    if not values:
+        raise ValueError("blocks_ci of an empty list")
+    n = len(values)
+    m = sum(values) / n
+    if n == 1:
+        return -math.inf, m, math.inf
+    sd = math.sqrt(sum((x - m) ** 2 for x in values) / (n - 1))
+    hw = student_t_quantile(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
+    return m - hw, m, m + hw

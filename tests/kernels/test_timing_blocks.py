@@ -1,0 +1,119 @@
+"""Reward stability (issue #10): the block-level interval and the decision rule on synthetic samples (no
+timings asserted), and the block plumbing on a fast fixture."""
+
+import math
+import os
+
+import pytest
+
+from shiftkit.kernels import reward, stats
+from shiftkit.kernels.evaluate import block_decisions, block_plan
+
+THR = reward.threshold(0.05)  # 1/0.95 = 1.0526...
+
+
+def test_student_t_quantile_hand_computed():
+    # df=1 (Cauchy): t_q = tan(pi (q - 1/2)); df=2: t_q = (2q - 1) / sqrt(2 q (1 - q))
+    assert stats.student_t_quantile(0.975, 1) == pytest.approx(math.tan(math.pi * 0.475), rel=1e-9)
+    assert stats.student_t_quantile(0.975, 2) == pytest.approx(0.95 / math.sqrt(2 * 0.975 * 0.025), rel=1e-9)
+    assert stats.student_t_quantile(0.975, 2) == pytest.approx(4.302653, abs=1e-6)
+    assert stats.student_t_quantile(0.975, 3) == pytest.approx(3.182446, abs=1e-6)  # the textbook table
+    assert stats.student_t_quantile(0.975, 2000) == pytest.approx(1.959964, abs=2e-3)  # -> the normal
+    assert stats.student_t_quantile(0.5, 4) == 0.0
+    assert stats.student_t_quantile(0.025, 3) == pytest.approx(-3.182446, abs=1e-6)
+    assert stats.student_t_cdf(0.0, 5) == 0.5
+    with pytest.raises(ValueError):
+        stats.student_t_quantile(1.0, 3)
+
+
+def test_student_t_matches_scipy():
+    st = pytest.importorskip("scipy.stats")
+    for df in (1, 2, 3, 4, 7, 30):
+        for q in (0.6, 0.9, 0.975, 0.995):
+            assert stats.student_t_quantile(q, df) == pytest.approx(st.t.ppf(q, df), rel=1e-7)
+    vals = [0.03, 0.11, 0.07, 0.09]
+    lo, m, hi = stats.blocks_ci(vals, 0.95)
+    slo, shi = st.t.interval(0.95, len(vals) - 1, loc=sum(vals) / 4, scale=st.sem(vals))
+    assert (lo, hi) == (pytest.approx(slo, rel=1e-7), pytest.approx(shi, rel=1e-7))
+
+
+def test_blocks_ci_hand_computed_and_degenerate():
+    lo, m, hi = stats.blocks_ci([0.1, 0.2, 0.3])  # mean 0.2, sd 0.1, t(0.975, 2) = 4.302653
+    hw = 4.302653 * 0.1 / math.sqrt(3)
+    assert m == pytest.approx(0.2) and lo == pytest.approx(0.2 - hw, abs=1e-6) and hi == pytest.approx(0.2 + hw, abs=1e-6)
+    assert stats.blocks_ci([0.5] * 4) == (0.5, 0.5, 0.5)  # no spread: a point
+    assert stats.blocks_ci([0.5]) == (-math.inf, 0.5, math.inf)  # one block: nothing to estimate the spread from
+    with pytest.raises(ValueError):
+        stats.blocks_ci([])
+    assert stats.block_values([[1, 2, 3], [4, 5], []]) == [2, 4.5]
+
+
+def test_block_plan():
+    assert block_plan(30, 3, 40) == (3, 10, 4)  # the defaults: 3 blocks of 10 rounds, one more block allowed
+    assert block_plan(10, 3, 10) == (1, 10, 1)  # too few rounds for 3 blocks of >= 10: one block, never extended
+    assert block_plan(25, 3, 60) == (2, 13, 4)  # rounds round up
+    assert block_plan(10, 3, 10, min_rounds=3) == (3, 4, 3)  # the budget never removes a first block
+    assert block_plan(30, 1, 120) == (1, 30, 1)
+    assert block_plan(2, 3, 2, min_rounds=1) == (2, 1, 2)
+
+
+def _blocks(levels, n=10, jitter=0.004):
+    """Synthetic per-round log ratios: block i sits at log(levels[i]), tight within the block."""
+    return [{"eager": [math.log(x) + jitter * ((k % 5) - 2) for k in range(n)]} for x in levels]
+
+
+def test_at_threshold_with_between_block_noise_is_inconclusive():
+    blocks = _blocks([THR * 1.06, THR / 1.06, THR * 1.03, THR / 1.03])
+    cis, d = block_decisions(blocks, THR, 0.95)
+    assert d["eager"] == "undecided"
+    r, why, inconclusive = reward.paired_milestone_reward(True, d["eager"], None, math.exp(cis["eager"][1]), None)
+    assert (r, inconclusive) == (1.0, True) and "inconclusive" in why
+    # each block alone is narrow and decides, some above and some below: the within-block interval flips
+    assert all(stats.decide(stats.median_ci(b["eager"]), THR) != "undecided" for b in blocks)
+
+
+def test_one_block_far_off_makes_it_inconclusive_not_a_flip():
+    # the failure mode measured before the fix: one process at 0.88x while the others are at 1.15x
+    cis, d = block_decisions(_blocks([1.15, 1.14, 0.88]), THR, 0.95)
+    assert d["eager"] == "undecided"
+
+
+def test_clearly_fast_is_granted_and_clearly_slow_is_not():
+    cis, d = block_decisions(_blocks([2.5, 2.6, 2.55]), THR, 0.95)
+    assert d["eager"] == "above" and cis["eager"][0] < math.log(2.55) < cis["eager"][2]
+    assert reward.paired_milestone_reward(True, d["eager"], None, 2.55, None)[::2] == (2.0, False)
+    _, d = block_decisions(_blocks([0.24, 0.25, 0.235]), THR, 0.95)
+    assert d["eager"] == "below"
+    assert reward.paired_milestone_reward(True, d["eager"], None, 0.24, None)[::2] == (1.0, False)
+
+
+def test_more_blocks_narrow_the_interval():
+    few = block_decisions(_blocks([1.12, 1.02, 1.10]), THR, 0.95)[0]["eager"]
+    many = block_decisions(_blocks([1.12, 1.02, 1.10, 1.08, 1.06, 1.09]), THR, 0.95)[0]["eager"]
+    assert many[2] - many[0] < few[2] - few[0]
+
+
+def test_single_block_uses_the_round_level_interval():
+    b = _blocks([1.2])
+    cis, d = block_decisions(b, THR, 0.95)
+    assert cis["eager"] == stats.median_ci(b[0]["eager"], 0.95) and d["eager"] == "above"
+
+
+def test_blocks_respawn_and_pin_on_a_fast_fixture():
+    from shiftkit.kernels import EvalConfig, evaluate
+    from shiftkit.kernels.fixtures import PROBLEMS, SOLUTIONS
+
+    p, s = PROBLEMS / "scale_shift_clamp.py", SOLUTIONS / "scale_shift_clamp" / "correct.py"
+    r = evaluate(p, s, EvalConfig(baseline_compile=False, timed_calls=4, max_timed_calls=4, timing_blocks=2, min_block_rounds=2, warmup=1, trials=2))
+    assert r.correct, r.reason
+    blocks = r.paired["blocks"]
+    assert len(blocks) == 2 and [b["rounds"] for b in blocks] == [2, 2] and r.paired["rounds"] == 4
+    assert r.paired["rechecked"] == 4  # every timed output of the first timed_calls rounds, in every block
+    assert r.paired["interval"].startswith("student_t")
+    lo, hi = r.paired["eager"]["ci"]
+    assert lo <= r.speedup_eager <= hi
+    cpus = sorted(os.sched_getaffinity(0))
+    assert [b["cpu"] for b in blocks] in ([cpus[0], cpus[1 % len(cpus)]], [None, None])
+    one = evaluate(p, s, EvalConfig(baseline_compile=False, timed_calls=3, timing_blocks=1, warmup=1, trials=2, pin_cpu=False))
+    assert one.correct and len(one.paired["blocks"]) == 1 and one.paired["blocks"][0]["cpu"] is None
+    assert one.paired["interval"].startswith("order statistics")
