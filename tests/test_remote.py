@@ -147,6 +147,41 @@ def test_a_lora_policy_syncs_as_its_merged_weights(served, tmp_path):
         client.sync_weights(model, tok, tmp_path / "original", ONE)
 
 
+def test_grpo_with_served_rollouts_equals_the_in_process_run(served, tmp_path, monkeypatch):
+    """Active once shiftkit/rl.py has ``rollout_url`` (GRPOConfig): the run syncs the server to its policy,
+    so its metrics and final weights are the in-process run's, with a log-prob gap of ~0 every step."""
+    import dataclasses
+    import json
+
+    from safetensors.torch import load_file
+
+    from shiftkit.rl import GRPOConfig, run_grpo
+
+    if "rollout_url" not in {f.name for f in dataclasses.fields(GRPOConfig)}:
+        pytest.skip("shiftkit/rl.py does not take rollout_url yet")
+    client, model, tok = served
+    (tmp_path / "parity_reward.py").write_text("def parity(completions, **kw):\n"
+                                               "    return [float(len(c) % 2) for c in completions]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))  # a reward with signal for the untrained model
+    save_model(model, tok, tmp_path / "start")
+
+    def run(out, **kw):
+        run_grpo(GRPOConfig(model=str(tmp_path / "start"), out=str(tmp_path / out), data="arith:add",
+                            reward=["parity_reward:parity"], steps=3, prompts_per_step=4, group_size=4,
+                            max_new_tokens=12, lr=1e-2, eval_every=0, progress=False, threads=1, **kw))
+        rows = [json.loads(x) for x in (tmp_path / out / "metrics.jsonl").read_text().splitlines()]
+        return rows, load_file(str(tmp_path / out / "final" / "model.safetensors"))
+
+    try:
+        (local, a), (remote, b) = run("local"), run("remote", rollout_url=client.base)
+    finally:
+        client.sync_weights(model, tok, tmp_path / "original", ONE)
+    drop = lambda r: {k: v for k, v in r.items() if not k.startswith(("time/", "step_time", "rollout/"))}  # noqa: E731
+    assert [drop(r) for r in local] == [drop(r) for r in remote] and any(r["frac_groups_with_signal"] for r in local)
+    assert max(r["rollout/logprob_gap_max_abs"] for r in remote) < 1e-4
+    assert all(torch.equal(a[k], b[k]) for k in a) and any(not torch.equal(a[k], model.state_dict()[k]) for k in a)
+
+
 def test_errors_are_one_line(served, tmp_path):
     client, model, tok = served
     down = RolloutClient(f"http://127.0.0.1:{_port()}/v1", timeout=3, model="m")
