@@ -42,6 +42,11 @@ from shiftkit.errors import ShiftkitError
 Route = Callable[[dict], tuple[int, dict]]
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # listen backlog: a rollout client opens many connections at once (the default 5 resets them)
+    daemon_threads = True
+
+
 class JSONServer:
     """A loopback JSON-over-HTTP server: ``routes[(method, path)](body) -> (status, response)``.
 
@@ -88,7 +93,7 @@ class JSONServer:
             def do_POST(self):
                 self._dispatch("POST")
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd = _Server((host, port), Handler)
         self.port = self.httpd.server_address[1]
         self.url = f"http://{host}:{self.port}/v1"
         self._thread: threading.Thread | None = None
