@@ -109,6 +109,9 @@ def test_remote_rollouts_equal_local_ones(served):
     _, local = kit.rollout(model, tok, ids, 2, 3, 5, rank1, **kw)
     assert mine == [1]
     _assert_same_rollouts(roll, local)
+    # many rows at once: the client opens `concurrency` connections together (the server's listen backlog)
+    many = [f"Q:{i}+{i}=" for i in range(16)]
+    _assert_same_rollouts(client.rollout(tok, many, 4, 0, 0, ONE, **KW)[1], kit.rollout(model, tok, many, 4, 0, 0, ONE, **KW)[1])
 
 
 def test_the_gap_opens_after_a_trainer_step_and_sync_closes_it(served, tmp_path):
