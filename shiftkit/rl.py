@@ -23,6 +23,7 @@ from shiftkit import logprobs as LP
 from shiftkit import loopkit as kit
 from shiftkit import microbatch as MB
 from shiftkit.errors import ShiftkitError
+from shiftkit.remote import RolloutClient, logprob_gap
 from shiftkit.sampling import Rollouts
 
 
@@ -72,6 +73,7 @@ class GRPOConfig(MB.MemoryConfig):
     samples_every: int = 10  # write the first samples_n rollouts to samples.jsonl every N steps (0 = off)
     samples_n: int = 4  # rollouts per samples.jsonl dump
     report_to: str = "none"  # none | tensorboard | wandb (through accelerate's trackers)
+    rollout_url: str = ""  # sample on this completions server (shiftkit serve, vLLM, SGLang), synced after every step ("" = in process)
     threads: int = 0  # torch threads (0 = torch's default)
     overwrite: bool = False  # replace an existing out directory
     progress: bool = True  # progress bar (periodic log lines when stderr is not a terminal)
@@ -145,6 +147,9 @@ def run_grpo(cfg: GRPOConfig) -> dict:
     ddp_model = d.wrap(model)
     eval_fn = held_out_eval(model, tok, inp, cfg.max_new_tokens) if cfg.eval_every else None
     kit.first_eval(st, eval_fn)
+    client = RolloutClient(cfg.rollout_url) if cfg.rollout_url else None
+    if client is not None:  # the server samples from the run's policy (the start, or the resumed checkpoint)
+        client.sync_weights(model, tok, run.path / "rollout_weights", d)
     clip_low = cfg.clip_low or None
     clip_high = (cfg.clip_high or cfg.clip_low) or None
     off_policy = kit.needs_old_logprobs(cfg.clip_low, cfg.clip_high, cfg.ppo_epochs, cfg.top_p)
@@ -154,8 +159,9 @@ def run_grpo(cfg: GRPOConfig) -> dict:
     for step in range(st.start, cfg.steps):
         t0 = time.time()
         problems = inp.ds.draw(cfg.seed, step, P)
-        mine, roll = kit.rollout(model, tok, inp.prompts_for(problems), G, cfg.seed, step, d, rows=cfg.rollout_rows,
-                                 max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p)
+        sample_fn = client.rollout if client is not None else lambda *a, **k: kit.rollout(model, *a, **k)
+        mine, roll = sample_fn(tok, inp.prompts_for(problems), G, cfg.seed, step, d, rows=cfg.rollout_rows,
+                               max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p)
         t_sample = time.time() - t0
         ex_B = [problems[i] for i in mine for _ in range(G)]
         res = rewards.score(ex_B, roll.texts, step=step,
@@ -178,7 +184,7 @@ def run_grpo(cfg: GRPOConfig) -> dict:
         has_signal = bool(d.sum((adv_B != 0).sum()) > 0) or ref is not None
         t2 = time.time()
         kit.set_lr(opt, kit.lr_at(step, cfg.lr, cfg.warmup, cfg.steps, cfg.schedule))
-        gap = [0.0]  # sampler vs trainer log-probs, before the update (the first epoch's forward)
+        train_logp_BT = torch.zeros_like(roll.logp_BT)  # the trainer's log-probs of the sampled tokens, before the update
         for epoch in range(cfg.ppo_epochs):
             sums = {"clip": 0.0, "ent": 0.0, "kl": 0.0}
 
@@ -199,18 +205,22 @@ def run_grpo(cfg: GRPOConfig) -> dict:
                     sums["kl"] += float(kl_mean) * n
                 sums["clip"] += float(pm["clip_frac"]) * n
                 sums["ent"] += float((ent_bt.detach() * m_bt).sum()) * mb.scale
-                if epoch == 0:
-                    gap[0] += float(((mb.completion(roll.logp_BT) - logp_bt.detach()).abs() * m_bt).sum()) * mb.scale
+                if epoch == 0 and mb.scale:
+                    mb.put(train_logp_BT, logp_bt.detach())
                 return loss
 
             loss, gnorm = kit.micro_step(model, ddp_model, opt, d, mbs, loss_fn, cfg.grad_clip, skip=not has_signal)
         t_update = time.time() - t2
+        if client is not None:  # the next step samples from the updated policy
+            client.sync_weights(model, tok, run.path / "rollout_weights", d)
         n_mine = max(float(mask_BT.sum()), 1.0)
+        gap = logprob_gap(roll.logp_BT, train_logp_BT, mask_BT)  # rollout - trainer, over this rank's tokens
         stats = {"reward": float(d.sum(rewards_B.sum()) / n_seq), **rollout_stats(roll)}
         per_reward = {k: v for k, v in res.metrics.items() if k.startswith("rewards/")}
         row = {"step": step, "loss": float(loss), **stats, **per_reward, "entropy": sums["ent"] / n_mine,
                "kl": sums["kl"] / n_mine, "clip_frac": sums["clip"] / n_mine, "grad_norm": gnorm,
-               "lr": opt.param_groups[0]["lr"], "rollout/logprob_gap": gap[0] / n_mine,
+               "lr": opt.param_groups[0]["lr"], "rollout/logprob_gap": gap["mean_abs"],
+               "rollout/logprob_gap_max_abs": gap["max_abs"], "rollout/logprob_gap_mean_signed": gap["mean_signed"],
                "micro_batches": len(mbs),
                "frac_groups_with_signal": float((rewards_B.view(-1, G).std(-1) > 0).float().mean()),
                "time/sample": t_sample, "time/score": t_score, "time/update": t_update, "step_time": time.time() - t0}
