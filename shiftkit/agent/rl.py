@@ -46,7 +46,9 @@ from shiftkit.agent import toytask as TT
 from shiftkit.agent.critic import ValueModel, critic_error, returns_mc
 from shiftkit.errors import ShiftkitError
 from shiftkit.remote import RolloutClient, logprob_gap
-from shiftkit.sampling import forward_logits, sample, token_logprobs
+from shiftkit import logprobs as LP
+from shiftkit import microbatch as MB
+from shiftkit.sampling import sample
 
 # ----------------------------------------------------------------------------- batching
 
@@ -79,17 +81,32 @@ def collate(examples: list[tuple[list[int], list[int]]], pad_id: int, logps: lis
     return out if logps is None else {**out, "rollout_logp_BT": lp_BT}
 
 
-def policy_logp(model, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token log-probs ``[B, T]`` of the rest tokens (and the logits, for entropy)."""
-    logits_BTV = forward_logits(model, batch["prompt_BP"], batch["pmask_BP"], batch["rest_BT"], batch["valid_BT"])
-    return token_logprobs(logits_BTV, batch["rest_BT"]), logits_BTV
+def policy_logp(model, batch: dict, dtype=None, chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token log-probs ``[B, T]`` of the rest tokens and the per-position entropy (no grad), from
+    the chunked head (:mod:`shiftkit.logprobs`: no ``[B, T, V]``)."""
+    head = LP.model_head(model, batch["prompt_BP"], batch["pmask_BP"], batch["rest_BT"], batch["valid_BT"], dtype=dtype)
+    lp_BT, ent_BT = LP.token_logprobs_entropy(head, batch["rest_BT"], chunk)
+    return lp_BT, ent_BT.detach()
+
+
+def _per_mb(mbs: list, like_BT: torch.Tensor, fn) -> torch.Tensor:
+    """``fn(mb)`` ``[b, t]`` of every micro-batch, written back into one ``[B, T]`` tensor (0 elsewhere)."""
+    out_BT = torch.zeros(like_BT.shape, dtype=torch.float32, device=like_BT.device)
+    for mb in mbs:
+        mb.put(out_BT, fn(mb))
+    return out_BT
+
+
+def micro(batch: dict, mb: MB.MicroBatch) -> dict:
+    """A micro-batch's view of a :func:`collate` batch (rows, each side's padding trimmed)."""
+    return {k: (mb.prompt(v) if k in ("prompt_BP", "pmask_BP") else mb.completion(v)) for k, v in batch.items()}
 
 
 def masked_sft_step(model, opt, examples, pad_id: int, grad_clip: float = 1.0) -> float:
     """One step of NLL on generated tokens only (:func:`shiftkit.losses.sft_loss` with the gen mask)."""
     batch = collate(examples, pad_id)
-    logits_BTV = forward_logits(model, batch["prompt_BP"], batch["pmask_BP"], batch["rest_BT"], batch["valid_BT"])
-    loss = L.sft_loss(logits_BTV, batch["rest_BT"], batch["gen_BT"])
+    lp_BT, _ = policy_logp(model, batch)
+    loss = L.sft_loss_from_logprobs(lp_BT, batch["gen_BT"])
     opt.zero_grad(set_to_none=True)
     loss.backward()
     kit.grad_norm_clip(model, grad_clip)
@@ -166,7 +183,7 @@ def demo_rows(tok, rng: random.Random, n: int, p_correct: float) -> list[tuple[l
 
 
 @dataclasses.dataclass
-class AgenticRLConfig:
+class AgenticRLConfig(MB.MemoryConfig):
     out: str = "runs/agent/toy_rl"
     algo: str = "ppo"  # ppo (critic + GAE) | grpo (group-relative, no critic)
     seed: int = 0
@@ -206,6 +223,9 @@ class AgenticRLConfig:
             raise ShiftkitError(f"agentic rl: algo must be ppo or grpo, got {self.algo!r}")
         if self.group_size < 2 and self.algo == "grpo":
             raise ShiftkitError("agentic rl: grpo needs group_size >= 2")
+        self.validate_memory("agentic rl")
+        if self.rollout_rows:
+            raise ShiftkitError("agentic rl: rollout_rows does not apply (episodes are sampled turn by turn); leave it at 0")
 
 
 def warm_start(cfg: AgenticRLConfig, progress: bool = False) -> Path:
@@ -287,9 +307,10 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
         return run.summary()
     policy, tok = load_model_and_tokenizer(warm_start(cfg, cfg.progress))
     torch.manual_seed(cfg.seed)
+    critic = ValueModel(policy) if cfg.algo == "ppo" else None  # from the full policy, before any adapters
+    policy = kit.prepare_policy(policy, cfg)  # LoRA adapters, activation checkpointing
     policy.train()
     opt = kit.make_optimizer(policy, cfg.lr, 0.0)
-    critic = ValueModel(policy) if cfg.algo == "ppo" else None
     copt = kit.make_optimizer(critic, cfg.critic_lr, 0.0, betas=(0.9, 0.999)) if critic is not None else None
     st = kit.resume(run, policy, opt, d, cfg.steps, f"agent-{cfg.algo} s{cfg.seed}", cfg.progress)
     extra = dict(st.extra)
@@ -310,6 +331,7 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
     if st.first_eval:
         extra["initial_eval"] = {k[5:]: v for k, v in st.first_eval.items() if k.startswith("eval/")}
     P, G = cfg.prompts_per_step, cfg.group_size
+    dtype, chunk = MB.autocast_dtype(cfg.autocast), cfg.logit_chunk or None
     row: dict = {}
     for step in range(st.start, cfg.steps):
         t0 = time.time()
@@ -321,9 +343,11 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
         batch = collate(rows, tok.pad_token_id, lps)
         gen_BT = batch["gen_BT"]
         r_B = torch.tensor([e.reward for e in eps])
+        mbs = MB.micro_batches(batch["pmask_BP"], batch["valid_BT"], cfg.token_budget)  # memory: one micro-batch
+        train = {k: v for k, v in batch.items() if k != "rollout_logp_BT"}
         with torch.no_grad():
-            old_logp_BT, _ = policy_logp(policy, batch)
-            old_v_BT = critic(batch) if critic is not None else None
+            old_logp_BT = _per_mb(mbs, gen_BT, lambda mb: policy_logp(policy, micro(train, mb), dtype, chunk)[0])
+            old_v_BT = _per_mb(mbs, gen_BT, lambda mb: critic(micro(train, mb))) if critic is not None else None
         if cfg.algo == "grpo":
             adv_BT, ret_BT = A.group_advantages(r_B, G)[:, None].expand_as(gen_BT).float() * gen_BT, None
         else:
@@ -332,25 +356,41 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
                 adv_BT = A.whiten(adv_BT, gen_BT)
         has_signal = bool((adv_BT != 0).any())  # e.g. GRPO with every group all-right or all-wrong
         ev_critic = L.explained_variance(old_v_BT, returns_mc(r_B, gen_BT), gen_BT) if critic is not None else None
+        n_gen = gen_BT.sum().float()
         for _ in range(cfg.ppo_epochs):
-            logp_BT, logits_BTV = policy_logp(policy, batch)
-            loss, pm = L.policy_loss(logp_BT, old_logp_BT, adv_BT, gen_BT, clip_low=cfg.clip_low,
-                                     clip_high=cfg.clip_high)
-            gnorm = kit.optimizer_step(loss, policy, opt, d, cfg.grad_clip, skip=not has_signal)
+            sums = {"clip": 0.0, "ent": 0.0, "vmse": 0.0}
+
+            def loss_fn(mb: MB.MicroBatch) -> torch.Tensor:
+                b = micro(train, mb)
+                logp_bt, ent_bt = policy_logp(policy, b, dtype, chunk)
+                loss, pm = L.policy_loss(logp_bt, mb.completion(old_logp_BT), mb.completion(adv_BT), b["gen_BT"],
+                                         clip_low=cfg.clip_low, clip_high=cfg.clip_high, num_tokens=n_gen)
+                sums["clip"] += float(pm["clip_frac"]) * float(b["gen_BT"].sum())
+                sums["ent"] += float((ent_bt * b["gen_BT"]).sum())
+                return loss
+
+            loss, gnorm = kit.micro_step(policy, policy, opt, d, mbs, loss_fn, cfg.grad_clip, skip=not has_signal)
             if critic is not None:
-                vloss, vm = L.value_loss(critic(batch), old_v_BT, ret_BT, gen_BT, clip=cfg.value_clip)
-                kit.optimizer_step(vloss, critic, copt, d, cfg.grad_clip)
-        with torch.no_grad():
-            ent = float(L.masked_mean(L.entropy_from_logits(logits_BTV.detach()), gen_BT.bool()))
+                def vloss_fn(mb: MB.MicroBatch) -> torch.Tensor:
+                    b = micro(train, mb)
+                    vl, vm = L.value_loss(critic(b), mb.completion(old_v_BT), mb.completion(ret_BT), b["gen_BT"],
+                                          clip=cfg.value_clip, num_tokens=n_gen)
+                    sums["vmse"] += float(vm["value_mse"]) * float(b["gen_BT"].sum())
+                    return vl
+
+                vloss, _ = kit.micro_step(critic, critic, copt, d, mbs, vloss_fn, cfg.grad_clip)
+        ent = sums["ent"] / max(float(n_gen), 1.0)
+        pm = {"clip_frac": sums["clip"] / max(float(n_gen), 1.0)}
+        vm = {"value_mse": sums["vmse"] / max(float(n_gen), 1.0)}
         n = len(eps)
         row = {"step": step, "reward": float(r_B.mean()), "correct_call_rate": sum(e.called_correctly for e in eps) / n,
                "malformed_call_rate": sum(e.malformed_calls > 0 for e in eps) / n,
                "turns": sum(len(e.turns) for e in eps) / n, "gen_tokens": float(gen_BT.sum(-1).float().mean()),
                "tool_tokens": float(((batch["valid_BT"] - gen_BT).clamp(min=0)).sum(-1).float().mean()),
-               "loss": float(loss.detach()), "clip_frac": float(pm["clip_frac"]), "entropy": ent, "grad_norm": gnorm,
+               "loss": float(loss), "clip_frac": float(pm["clip_frac"]), "micro_batches": len(mbs), "entropy": ent, "grad_norm": gnorm,
                "has_signal": has_signal, "step_time": time.time() - t0}
         if critic is not None:
-            row.update({"value_loss": float(vloss.detach()), "value_mse": float(vm["value_mse"]),
+            row.update({"value_loss": float(vloss), "value_mse": float(vm["value_mse"]),
                         "critic_explained_variance": ev_critic})
         if client is not None:  # the server's log-probs vs the trainer's for the same tokens, then the new weights
             gap = logprob_gap(batch["rollout_logp_BT"], old_logp_BT, gen_BT)

@@ -23,7 +23,6 @@ token counts and the KL controller a global reward mean, so ranks stay identical
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import sys
@@ -33,15 +32,16 @@ from pathlib import Path
 import torch
 
 from shiftkit import advantages as A
+from shiftkit import logprobs as LP
 from shiftkit import losses
 from shiftkit import loopkit as kit
+from shiftkit import microbatch as MB
 from shiftkit.config import to_dict
 from shiftkit.dist import Dist
 from shiftkit.errors import ShiftkitError
-from shiftkit.opd.diagnostics import collapsed, opd_diagnostics
+from shiftkit.opd.diagnostics import collapsed, delta_moments, opd_diagnostics
 from shiftkit.rl import GRPOConfig
 from shiftkit.runs import RunDir, open_run_dir
-from shiftkit.sampling import forward_logits, score, token_logprobs
 
 METHODS = ("direct_opd", "vanilla_opd", "grpo")
 KL_MODES = ("adaptive", "fixed", "none")
@@ -50,7 +50,7 @@ STAGE_KEYS = {"teacher", "teacher_ref", "steps", "kl_mode", "kl_coef", "kl_eps",
 
 
 @dataclasses.dataclass
-class OPDConfig:
+class OPDConfig(MB.MemoryConfig):
     student: str = ""  # HF dir or hub id: the model trained (and, per stage, its KL anchor)
     teacher: str = ""  # the weak model after RL
     teacher_ref: str = ""  # the same weak model before RL
@@ -118,6 +118,7 @@ class OPDConfig:
     progress: bool = GRPOConfig.progress
 
     def validate(self) -> None:
+        self.validate_memory("opd")
         if not self.student:
             raise ShiftkitError("opd needs a student (--student or student=<path or hub id>)")
         if self.method not in METHODS:
@@ -301,7 +302,8 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
     from shiftkit.rl import held_out_eval
 
     model, tok = load_model_and_tokenizer(start_path, device=d.device)
-    anchor = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_mode != "none" else None
+    model = kit.prepare_policy(model, cfg)  # LoRA adapters, activation checkpointing
+    anchor = kit.frozen_copy(model, cfg) if cfg.kl_mode != "none" else None
     model.train()
     opt = kit.make_optimizer(model, cfg.lr, cfg.weight_decay)
     st = kit.resume(run, model, opt, d, cfg.steps, f"{cfg.method} {run.path.name}", cfg.progress, cfg.report_to)
@@ -312,84 +314,76 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
     clip_low = cfg.clip_low or None
     clip_high = (cfg.clip_high or cfg.clip_low) or None
     off_policy = kit.needs_old_logprobs(cfg.clip_low, cfg.clip_high, cfg.ppo_epochs, cfg.top_p)
-    P, G, K, seed = cfg.prompts_per_step, cfg.samples_per_prompt, cfg.top_k, cfg.seed + 7919 * stage
-    direct = cfg.method == "direct_opd"
+    P, G, seed = cfg.prompts_per_step, cfg.samples_per_prompt, cfg.seed + 7919 * stage
+    dtype, chunk = MB.autocast_dtype(cfg.autocast), cfg.logit_chunk or None
     row, bad_steps, first_len = {}, 0, None
     for step in range(st.start, cfg.steps):
         t0 = time.time()
         problems = src.ds.draw(seed, step, P)
-        mine, roll = kit.rollout(model, tok, src.prompts_for(problems), G, seed, step,
-                                 d, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p)
+        mine, roll = kit.rollout(model, tok, src.prompts_for(problems), G, seed, step, d, rows=cfg.rollout_rows,
+                                 max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p)
         t_sample = time.time() - t0
         mask_BT, comp_BT = roll.completion_mask_BT, roll.completion_ids_BT
         args = (roll.prompt_ids_BP, roll.prompt_mask_BP, comp_BT, mask_BT)
         n_tok, n_seq = d.sum(mask_BT.sum()), P * G
-        # -- student forward (on-policy: with grad, reused by the update), candidates, scorers ----
-        t1 = time.time()
-        with torch.no_grad() if off_policy else contextlib.nullcontext():
-            s_logits_BTV = forward_logits(model if off_policy else ddp_model, *args) / cfg.temperature
-        s_det_BTV = s_logits_BTV.detach()
-        ids_BTK = A.opd_candidates(cfg.reward_mode if direct else "sampled", s_det_BTV, comp_BT, K)
-        t_student = time.time() - t1
+        mbs = MB.micro_batches(roll.prompt_mask_BP, mask_BT, cfg.token_budget, d=d)  # memory: one micro-batch
+        # -- the per-token signal (shiftkit.advantages), micro-batch by micro-batch, no [B, T, V] -----
+        sig = opd_signal(cfg, model, teacher, ref, roll, mbs, dtype=dtype, chunk=chunk, keep_old=off_policy)
         with torch.no_grad():
-            t_logits_BTV, t_teacher = _timed(forward_logits, teacher, *args, dtype=cfg.score_dtype)
-            r_logits_BTV, t_ref = _timed(forward_logits, ref, *args, dtype=cfg.score_dtype) if direct else (None, 0.0)
-            # the anchor at the sampling temperature, like the student's log-probs it is compared with
-            # (verl scores its ref at rollout.temperature); teacher and reference stay at 1 (official)
-            anchor_logp_BT, t_anchor = (_timed(score, anchor, *args, dtype=cfg.score_dtype, temperature=cfg.temperature)
+            anchor_logp_BT, t_anchor = (_timed(kit.score_mb, anchor, *args, mbs, dtype=cfg.score_dtype,
+                                               temperature=cfg.temperature, chunk=cfg.logit_chunk)
                                         if anchor is not None else (None, 0.0))
-        # -- per-token advantage over candidates (shiftkit.advantages) ------------------------------
-        if direct:
-            adv_BTK, delta_BTK, jsd_BT = A.direct_opd(s_det_BTV, t_logits_BTV, r_logits_BTV, ids_BTK, mask_BT,
-                                                      mode=cfg.reward_mode, scale=cfg.reward_scale,
-                                                      clip=cfg.delta_clip, top_q=cfg.top_q)
-        else:
-            adv_BTK = A.vanilla_opd_advantage(losses.gather_logprobs(s_det_BTV, ids_BTK),
-                                              losses.gather_logprobs(t_logits_BTV, ids_BTK), scale=cfg.reward_scale)
-            delta_BTK, jsd_BT = adv_BTK, None
         rewards_B, res = None, None
         ex_B = [problems[i] for i in mine for _ in range(G)]
         if src.rewards is not None:
             res = src.rewards.score(ex_B, roll.texts, step=step)
             rewards_B = torch.tensor(res.total).nan_to_num(0.0)
         outcome_B = A.group_advantages(rewards_B, G) * torch.tensor(res.scorable) if cfg.grpo_weight else None
-        wr_mean = float(d.sum(A.weighted_reward_mean(adv_BTK, mask_BT) * mask_BT.sum()) / n_tok.clamp(min=1))
+        wr_mean = float(d.sum((sig.reward_BT * mask_BT).sum()) / n_tok.clamp(min=1))
         if cfg.kl_mode == "adaptive":
             alpha = A.adaptive_kl_coef(alpha, wr_mean, cfg.kl_eps, cfg.kl_min, cfg.kl_max)
-        mix = (outcome_B, cfg.grpo_weight)  # with an outcome reward: the sampled token is one more candidate
-        old_lp_BTK, full_adv_BTK, _ = _candidates(s_det_BTV, ids_BTK, comp_BT, adv_BTK, *mix)
         # -- update ----------------------------------------------------------------------------------
         t5 = time.time()
         kit.set_lr(opt, kit.lr_at(step, cfg.lr, cfg.warmup, cfg.steps, cfg.schedule))
         for epoch in range(cfg.ppo_epochs):
-            logits_BTV = s_logits_BTV if not off_policy else forward_logits(ddp_model, *args) / cfg.temperature
-            lp_BTK, _, lp_BT = _candidates(logits_BTV, ids_BTK, comp_BT, adv_BTK, *mix)
-            loss, pm = losses.candidate_policy_loss(lp_BTK, old_lp_BTK if off_policy else lp_BTK.detach(), full_adv_BTK,
-                                                    mask_BT, clip_low=clip_low, clip_high=clip_high,
-                                                    aggregation=cfg.aggregation, num_tokens=n_tok, num_seqs=n_seq)
-            pg_loss, kl_mean = loss.detach(), torch.tensor(0.0)
-            if anchor_logp_BT is not None and alpha > 0:
-                kl_loss, kl_mean = losses.kl_penalty(lp_BT, anchor_logp_BT, mask_BT, alpha, cfg.aggregation,
-                                                     n_tok, n_seq, clamp=cfg.kl_clamp)
-                loss = loss + kl_loss
-            gnorm = kit.optimizer_step(loss, model, opt, d, cfg.grad_clip)
+            sums = {"pg": 0.0, "kl": 0.0, "clip": 0.0}
+
+            def loss_fn(mb: MB.MicroBatch) -> torch.Tensor:
+                m_bt = mb.completion(mask_BT)
+                s = LP.model_head(ddp_model, mb.prompt(roll.prompt_ids_BP), mb.prompt(roll.prompt_mask_BP),
+                                  mb.completion(comp_BT), m_bt, dtype=dtype, temperature=cfg.temperature)
+                loss, lp_bt, pm = opd_policy_loss(cfg, s, sig, mb, comp_BT, mask_BT, outcome_B, on_policy=not off_policy,
+                                                  clip_low=clip_low, clip_high=clip_high, num_tokens=n_tok,
+                                                  num_seqs=n_seq, chunk=chunk)
+                n = float(m_bt.sum()) * mb.scale
+                sums["pg"] += float(loss.detach()) * mb.scale
+                sums["clip"] += float(pm["clip_frac"]) * n
+                if anchor_logp_BT is not None and alpha > 0:
+                    kl_loss, kl_mean = losses.kl_penalty(lp_bt, mb.completion(anchor_logp_BT), m_bt, alpha,
+                                                         cfg.aggregation, n_tok, n_seq, clamp=cfg.kl_clamp)
+                    loss = loss + kl_loss
+                    sums["kl"] += float(kl_mean) * n
+                return loss
+
+            loss, gnorm = kit.micro_step(model, ddp_model, opt, d, mbs, loss_fn, cfg.grad_clip)
         t_update = time.time() - t5
+        n_mine = max(float(mask_BT.sum()), 1.0)
+        pg_loss, kl_mean, clip_frac = sums["pg"], sums["kl"] / n_mine, sums["clip"] / n_mine
         # -- log, collapse guard, checkpoint ---------------------------------------------------------
-        diag = opd_diagnostics(delta_BTK, mask_BT, s_det_BTV, t_logits_BTV, r_logits_BTV, jsd_BT, K)
+        diag = opd_diagnostics(sig.moments, sig.pos_BT, mask_BT)
         eos_rate, resp_len = float(d.sum(roll.eos_B.sum()) / n_seq), float(n_tok / n_seq)
-        row = {"step": step, "stage": stage, "global_step": step_offset + step, "loss": float(loss.detach()),
+        row = {"step": step, "stage": stage, "global_step": step_offset + step, "loss": float(loss),
                "pg_loss": float(pg_loss), **diag, "reward/weighted_mean": wr_mean, "kl/alpha": alpha,
                "kl/k3": float(kl_mean), "response_len": resp_len, "eos_rate": eos_rate,
-               "clip_frac": float(pm["clip_frac"]), "grad_norm": gnorm, "lr": opt.param_groups[0]["lr"],
-               "time/sample": t_sample, "time/student_forward": t_student, "time/teacher_score": t_teacher,
-               "time/ref_score": t_ref, "time/anchor_score": t_anchor, "time/update": t_update,
-               "step_time": time.time() - t0}
+               "clip_frac": float(clip_frac), "grad_norm": gnorm, "lr": opt.param_groups[0]["lr"],
+               "micro_batches": len(mbs), "time/sample": t_sample, **sig.times, "time/anchor_score": t_anchor,
+               "time/update": t_update, "step_time": time.time() - t0}
         if rewards_B is not None:
             row["reward"] = float(d.sum(rewards_B.sum()) / n_seq)
             row.update({k: v for k, v in res.metrics.items() if k.startswith("rewards/")})
         kit.write_samples(st, step, cfg.samples_every, lambda: samples_rows(
             step, ex_B, roll.texts, {"total": res.total} if res is not None else None, None, cfg.samples_n,
-            delta_summary(delta_BTK, mask_BT, cfg.samples_n)))
+            delta_summary(sig.delta_mean_BT, mask_BT, cfg.samples_n)))
         kit.log_step(st, step, row, cfg.steps, cfg.eval_every, eval_fn, dmean=f"{diag['delta/mean']:.3f}",
                      alpha=f"{alpha:.2f}")
         first_len = resp_len if first_len is None else first_len
@@ -402,13 +396,12 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
     return kit.close_run(st, model, tok, summary, row)
 
 
-def delta_summary(delta_BTK: torch.Tensor, mask_BT: torch.Tensor, n: int) -> dict[str, list]:
+def delta_summary(delta_mean_BT: torch.Tensor, mask_BT: torch.Tensor, n: int) -> dict[str, list]:
     """Per rollout (the first ``n``): the per-token Delta (mean over candidates, 4 decimals) and its
     mean / min / max over the completion, for ``samples.jsonl``."""
     out: dict[str, list] = {"delta": [], "delta/mean": [], "delta/min": [], "delta/max": []}
-    for b in range(min(n, delta_BTK.shape[0])):
-        m = mask_BT[b].bool()
-        per_tok = delta_BTK[b].float().mean(-1)[m]
+    for b in range(min(n, delta_mean_BT.shape[0])):
+        per_tok = delta_mean_BT[b].float()[mask_BT[b].bool()]
         out["delta"].append([round(float(x), 4) for x in per_tok])
         has = per_tok.numel() > 0
         out["delta/mean"].append(float(per_tok.mean()) if has else None)
@@ -417,14 +410,146 @@ def delta_summary(delta_BTK: torch.Tensor, mask_BT: torch.Tensor, n: int) -> dic
     return out
 
 
-def _candidates(logits_BTV, ids_BTK, comp_BT, adv_BTK, outcome_B, weight: float):
-    """``(logp_BTK, adv_BTK, logp_BT)``: the candidates' log-probs and advantages, plus, with an outcome
-    reward (``outcome_B``), the sampled token as one more candidate with advantage ``weight * A_outcome``;
-    and the sampled token's log-prob (for the KL)."""
-    lp_BTK, lp_BT = losses.gather_logprobs(logits_BTV, ids_BTK), token_logprobs(logits_BTV, comp_BT)
-    if outcome_B is None:
-        return lp_BTK, adv_BTK, lp_BT
-    return (*A.with_outcome_advantage(lp_BTK, adv_BTK, lp_BT, outcome_B, weight), lp_BT)
+@dataclasses.dataclass
+class Signal:
+    """One step's per-token OPD signal as full-batch tensors (the candidates' axis ``K``, never ``V``)."""
+
+    ids_BTK: torch.Tensor | None  # candidate ids (None in full_vocab: every token)
+    adv_BTK: torch.Tensor | None  # sg[w * Delta] (vanilla: -(log pi_s - log pi_t)), top_q applied
+    old_lp_BTK: torch.Tensor | None  # the student's log-probs at the candidates before the update (off-policy)
+    old_lp_BT: torch.Tensor | None  # ... and at the sampled token
+    hidden: dict  # full_vocab: teacher/ref (and old student) last hidden states [B, T, H], to rebuild their heads
+    head_w: dict  # ... and their output layers (weight, bias); the old student's is a copy from before the update
+    keep_BT: torch.Tensor | None  # the top_q position mask
+    reward_BT: torch.Tensor  # sum_k adv per position (the adaptive-KL signal)
+    delta_mean_BT: torch.Tensor  # Delta averaged over the candidates, per position (samples.jsonl)
+    moments: tuple  # (n, sum, sum of squares, count > 0) of Delta over (position, candidate)
+    pos_BT: dict  # position diagnostics (opd.diagnostics.POSITION_STATS)
+    times: dict  # seconds per scorer
+
+
+@torch.no_grad()
+def opd_signal(cfg: OPDConfig, model, teacher, ref, roll, mbs: list, *, dtype, chunk, keep_old: bool) -> Signal:
+    """The student's candidates and the teachers' scores of them, micro-batch by micro-batch through
+    chunked heads (:mod:`shiftkit.logprobs`): the advantage of :func:`shiftkit.advantages.direct_opd`
+    (or :func:`~shiftkit.advantages.vanilla_opd_advantage`) without any ``[B, T, V]`` tensor."""
+    from shiftkit.opd.diagnostics import POSITION_STATS, position_stats
+
+    direct, mode, K = cfg.method == "direct_opd", cfg.reward_mode if cfg.method == "direct_opd" else "sampled", cfg.top_k
+    comp_BT, mask_BT = roll.completion_ids_BT, roll.completion_mask_BT
+    B, T = comp_BT.shape
+    full = mode == "full_vocab"
+    Kc = 1 if mode == "sampled" else K
+    dev = comp_BT.device
+    zeros = lambda *shape, dt=torch.float32: torch.zeros(*shape, dtype=dt, device=dev)  # noqa: E731
+    ids_BTK = None if full else torch.zeros(B, T, Kc, dtype=torch.long, device=dev)
+    adv_BTK = None if full else zeros(B, T, Kc)
+    old_BTK = zeros(B, T, Kc) if keep_old and not full else None
+    old_BT = zeros(B, T) if keep_old else None
+    keep_BT = torch.zeros(B, T, dtype=torch.bool, device=dev) if cfg.top_q < 1 else None
+    reward_BT, dmean_BT = zeros(B, T), zeros(B, T)
+    names = POSITION_STATS if direct else POSITION_STATS[:4]
+    pos_BT = {k: zeros(B, T) for k in names}
+    hidden: dict = {}
+    head_w: dict = {}
+    n = s1 = s2 = npos = torch.zeros((), dtype=torch.float64)
+    times = {"time/student_forward": 0.0, "time/teacher_score": 0.0, "time/ref_score": 0.0}
+    for mb in mbs:
+        if mb.scale == 0:
+            continue  # a filler that keeps ranks in step
+        a = (mb.prompt(roll.prompt_ids_BP), mb.prompt(roll.prompt_mask_BP), mb.completion(comp_BT), mb.completion(mask_BT))
+        c_bt, m_bt = a[2], a[3]
+        s, dt = _timed(LP.model_head, model, *a, dtype=dtype, temperature=cfg.temperature)
+        times["time/student_forward"] += dt
+        t, dt = _timed(LP.model_head, teacher, *a, dtype=cfg.score_dtype)
+        times["time/teacher_score"] += dt
+        r, dt = _timed(LP.model_head, ref, *a, dtype=cfg.score_dtype) if direct else (None, 0.0)
+        times["time/ref_score"] += dt
+        heads = [s, t] + ([r] if r is not None else [])
+        stats = LP.map_chunks(lambda lg, ex: position_stats(lg[0], lg[1], lg[2] if len(lg) > 2 else None, K),
+                              heads, [], chunk)
+        for k, v in zip(names, stats):
+            mb.put(pos_BT[k], v)
+        keep_bt = A.topq_position_mask(stats[-1], m_bt, cfg.top_q) if keep_BT is not None else None
+        if keep_bt is not None:
+            mb.put(keep_BT, keep_bt)
+        if keep_old:
+            mb.put(old_BT, LP.token_logprobs(s, c_bt, chunk))
+        if full:
+            _, fs = LP.direct_opd_full_vocab_loss(s, t, r, m_bt, keep_BT=keep_bt, scale=cfg.reward_scale,
+                                                  clip=cfg.delta_clip, chunk=chunk)
+            for name, h in (("teacher", t), ("ref", r)) + ((("old", s),) if keep_old else ()):
+                hidden.setdefault(name, zeros(B, T, h.hidden_BTH.shape[-1]))
+                mb.put(hidden[name], h.hidden_BTH)
+                if name not in head_w:
+                    b = None if h.bias_V is None else h.bias_V.detach().clone()
+                    head_w[name] = (h.weight_VH.detach().clone() if name == "old" else h.weight_VH, b)
+            V = s.vocab
+            mb.put(reward_BT, fs["reward"])
+            mb.put(dmean_BT, fs["delta_sum"] / V)
+            mm = m_bt.bool()
+            n, s1 = n + float(mm.sum()) * V, s1 + fs["delta_sum"][mm].double().sum()
+            s2, npos = s2 + fs["delta_sq_sum"][mm].double().sum(), npos + fs["delta_pos"][mm].double().sum()
+            continue
+        ids_btk = c_bt.unsqueeze(-1) if mode == "sampled" else LP.student_topk(s, K, chunk)[0]
+        s_lp, t_lp = LP.gather_logprobs(s, ids_btk, chunk), LP.gather_logprobs(t, ids_btk, chunk)
+        if not direct:
+            adv = A.vanilla_opd_advantage(s_lp, t_lp, scale=cfg.reward_scale)
+            delta = adv
+        elif mode == "sampled":
+            adv = A.direct_opd_sampled(t_lp, LP.gather_logprobs(r, ids_btk, chunk), scale=cfg.reward_scale,
+                                       clip=cfg.delta_clip)
+            delta = adv
+        else:
+            adv, _, delta = A.direct_opd_candidates(s_lp, t_lp, LP.gather_logprobs(r, ids_btk, chunk),
+                                                    scale=cfg.reward_scale, clip=cfg.delta_clip)
+        if keep_bt is not None:
+            adv = adv * keep_bt.unsqueeze(-1)
+        mb.put(ids_BTK, ids_btk)
+        mb.put(adv_BTK, adv)
+        if old_BTK is not None:
+            mb.put(old_BTK, s_lp)
+        mb.put(reward_BT, adv.sum(-1))
+        mb.put(dmean_BT, delta.float().mean(-1))
+        mom = delta_moments(delta, m_bt)
+        n, s1, s2, npos = n + mom[0], s1 + mom[1], s2 + mom[2], npos + mom[3]
+    return Signal(ids_BTK, adv_BTK, old_BTK, old_BT, hidden, head_w, keep_BT, reward_BT, dmean_BT, (n, s1, s2, npos),
+                  pos_BT, times)
+
+
+def opd_policy_loss(cfg: OPDConfig, s: LP.Head, sig: Signal, mb: MB.MicroBatch, comp_BT, mask_BT, outcome_B, *,
+                    on_policy: bool, clip_low, clip_high, num_tokens, num_seqs, chunk):
+    """One micro-batch's candidate PPO surrogate (:func:`shiftkit.losses.candidate_policy_loss`, or
+    :func:`shiftkit.logprobs.direct_opd_full_vocab_loss` over every token), with the outcome advantage
+    as one more candidate (``grpo_weight``). Returns ``(loss, log p(sampled) [b, t], metrics)``."""
+    c_bt, m_bt = mb.completion(comp_BT), mb.completion(mask_BT)
+    agg = dict(aggregation=cfg.aggregation, num_tokens=num_tokens, num_seqs=num_seqs)
+    if sig.ids_BTK is None:  # full_vocab: the teachers' heads from their stored hidden states
+        t, r = (LP.Head(mb.completion(sig.hidden[k]), *sig.head_w[k]) for k in ("teacher", "ref"))
+        old = None if on_policy else LP.Head(mb.completion(sig.hidden["old"]), *sig.head_w["old"], s.temperature)
+        keep = None if sig.keep_BT is None else mb.completion(sig.keep_BT)
+        loss, _ = LP.direct_opd_full_vocab_loss(s, t, r, m_bt, old=old, keep_BT=keep, scale=cfg.reward_scale,
+                                                clip=cfg.delta_clip, clip_low=clip_low, clip_high=clip_high,
+                                                chunk=chunk, **agg)
+        lp_bt = LP.token_logprobs(s, c_bt, chunk)
+        pm = {"clip_frac": torch.tensor(0.0)}
+        if outcome_B is not None:
+            out_bt = (cfg.grpo_weight * mb.rows_of(outcome_B).float())[:, None].expand_as(lp_bt).to(lp_bt.device)
+            old_bt = lp_bt.detach() if on_policy else mb.completion(sig.old_lp_BT)
+            l2, pm = losses.policy_loss(lp_bt, old_bt, out_bt, m_bt, clip_low=clip_low, clip_high=clip_high, **agg)
+            loss = loss + l2
+        return loss, lp_bt, pm
+    ids_btk = mb.completion(sig.ids_BTK)
+    both = LP.gather_logprobs(s, torch.cat([ids_btk, c_bt.unsqueeze(-1)], -1), chunk)  # candidates + sampled
+    lp_btk, lp_bt = both[..., :-1], both[..., -1]
+    adv = mb.completion(sig.adv_BTK)
+    old = lp_btk.detach() if on_policy else mb.completion(sig.old_lp_BTK)
+    if outcome_B is not None:
+        old_bt = lp_bt.detach() if on_policy else mb.completion(sig.old_lp_BT)
+        lp_btk, adv = A.with_outcome_advantage(lp_btk, adv, lp_bt, mb.rows_of(outcome_B), cfg.grpo_weight)
+        old = torch.cat([old, old_bt.unsqueeze(-1)], -1)
+    loss, pm = losses.candidate_policy_loss(lp_btk, old, adv, m_bt, clip_low=clip_low, clip_high=clip_high, **agg)
+    return loss, lp_bt, pm
 
 
 def _collapse_guard(cfg: OPDConfig, st: kit.RunState, stage: int, step: int, bad_steps: int, eos_rate: float,

@@ -78,7 +78,8 @@ def check_tokenizers(named: dict[str, tuple], prompts: list[str], allow: bool) -
 def determinism_gap(scorers: dict[str, torch.nn.Module], student, tok, prompts: list[str], dtype: str,
                     max_new_tokens: int = 16) -> float:
     """Max |difference| (nats) between repeated scoring and alone-vs-padded scoring, over all scorers."""
-    from shiftkit.sampling import sample, score
+    from shiftkit.logprobs import score  # chunked: no [B, T, V] even in the self-test
+    from shiftkit.sampling import sample
 
     ps = prompts[:4]
     if len(ps) > 1:  # make sure padding is exercised: the longest and the shortest prompt

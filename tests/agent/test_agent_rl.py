@@ -83,3 +83,22 @@ def test_grpo_batch_without_signal_does_not_move_the_policy(tmp_path, monkeypatc
     (one, _), (two, rows) = run(tmp_path / "one", 1), run(tmp_path / "two", 2)
     assert [r.get("has_signal") for r in rows[1:]] == [True, False]
     assert all(torch.equal(one[k], two[k]) for k in one)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "grpo"])
+def test_micro_batched_agent_update_equals_one_batch(tmp_path, varied_reward, algo):
+    """token_budget splits the policy and the critic update into micro-batches; weights match the one-batch run."""
+    warm = tmp_path / "warm"
+    one = run_agentic_rl(_cfg(tmp_path / "one", warm, algo=algo, steps=2, prompts_per_step=3))
+    mb = run_agentic_rl(_cfg(tmp_path / "mb", warm, algo=algo, steps=2, prompts_per_step=3, token_budget=60,
+                             logit_chunk=7))
+    assert all(r["micro_batches"] >= 2 for r in _rows(tmp_path / "mb") if "loss" in r)
+    w0 = load_file(str(warm / "model.safetensors"))
+    w1, w2 = _weights(tmp_path / "one"), _weights(tmp_path / "mb")
+    num = sum(((w1[k] - w2[k]) ** 2).sum() for k in w1) ** 0.5
+    den = sum(((w1[k] - w0[k]) ** 2).sum() for k in w1) ** 0.5
+    assert den > 1e-5 and num / den < 1e-4, (float(den), float(num / den))
+    for a, b in zip(*([r for r in _rows(tmp_path / x) if "loss" in r] for x in ("one", "mb"))):
+        assert a["reward"] == b["reward"]
+        for k in ("loss", "entropy") + (("value_loss", "value_mse") if algo == "ppo" else ()):
+            assert a[k] == pytest.approx(b[k], rel=1e-4, abs=1e-6), k

@@ -79,9 +79,19 @@ def _capture(cfg) -> dict:
                              "mask": mask.bool().clone(), **k})
         return real_loss(lp, old, adv, mask, **k)
 
+    from shiftkit.opd import loop
+
+    real_signal = loop.opd_signal
+    cap["signal"] = []
+
+    def signal(*a, **k):
+        cap["signal"].append(real_signal(*a, **k))
+        return cap["signal"][-1]
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(loopkit, "sample", sample)
         mp.setattr(losses, "candidate_policy_loss", loss)
+        mp.setattr(loop, "opd_signal", signal)
         run_opd(cfg)
     cap["rows"] = _rows(cfg.out)
     return cap
@@ -112,12 +122,16 @@ def test_reward_modes_give_their_documented_advantages_on_the_same_samples(trio,
         "student_topk": (lambda ids: s.gather(-1, ids).softmax(-1) * delta.gather(-1, ids))(s.topk(5, -1).indices),
         "full_vocab": s.exp() * delta,  # w = the student's exact probabilities, K = V
     }
-    got = {k: c["calls"][0]["adv"] for k, c in caps.items()}
-    for k in want:
+    got = {k: c["calls"][0]["adv"] for k, c in caps.items() if k != "full_vocab"}
+    for k in got:  # the advantages the loss receives, at the candidates
         assert got[k].shape == want[k].shape, k
         torch.testing.assert_close(got[k][m], want[k][m], rtol=1e-4, atol=1e-6)
+    # full_vocab never builds [B, T, V]: its per-position expected reward sum_v adv_v is the check
+    per_pos = {k: c["signal"][0].reward_BT[m] for k, c in caps.items()}
+    torch.testing.assert_close(per_pos["full_vocab"], want["full_vocab"].sum(-1)[m], rtol=1e-4, atol=1e-6)
+    for k in got:
+        torch.testing.assert_close(per_pos[k], want[k].sum(-1)[m], rtol=1e-4, atol=1e-6)
     # and they are different signals: per-position expected reward sum_k adv_k differs between modes
-    per_pos = {k: v.sum(-1)[m] for k, v in got.items()}
     assert (per_pos["sampled"] - per_pos["student_topk"]).abs().max() > 1e-3
     assert (per_pos["student_topk"] - per_pos["full_vocab"]).abs().max() > 1e-3
     wr = {k: c["rows"][0]["reward/weighted_mean"] for k, c in caps.items()}
@@ -319,3 +333,30 @@ def test_grpo_baseline_config_is_derived_field_by_field():
                 progress=False)
     assert g == GRPOConfig(**want)
     assert grpo_config(OPDConfig(student="s", method="grpo", kl_coef=0.3)).kl_coef == 0.0  # adaptive: no KL in GRPO
+
+
+@pytest.mark.parametrize("kw", [dict(reward_mode="student_topk", grpo_weight=0.5, samples_per_prompt=3),
+                                dict(reward_mode="sampled", top_q=0.5),
+                                dict(reward_mode="full_vocab", clip_low=0.2, ppo_epochs=2),
+                                dict(method="vanilla_opd", kl_mode="fixed", kl_coef=0.5)],
+                         ids=["topk_outcome", "sampled_topq", "full_vocab_offpolicy", "vanilla"])
+def test_micro_batched_opd_equals_one_batch_and_never_builds_full_logits(trio, tmp_path, monkeypatch, kw):
+    from shiftkit import sampling
+    from shiftkit.tasks import Mixture
+
+    monkeypatch.setattr(Mixture, "reward", lambda self, problem, completion: float(len(completion)))
+    one = run_opd(_cfg(trio, tmp_path / "one", steps=2, lr=1e-2, **kw))
+
+    def no_full_logits(*a, **k):
+        raise AssertionError("the OPD loop built [B, T, V] logits")
+
+    monkeypatch.setattr(sampling, "forward_logits", no_full_logits)
+    mb = run_opd(_cfg(trio, tmp_path / "mb", steps=2, lr=1e-2, token_budget=30, logit_chunk=5, **kw))
+    assert all(r["micro_batches"] >= 2 for r in _rows(tmp_path / "mb"))
+    w0, w1, w2 = _w(trio["student"]), _w(one["out"]), _w(mb["out"])
+    num = sum(((w1[k] - w2[k]) ** 2).sum() for k in w1) ** 0.5
+    den = sum(((w1[k] - w0[k]) ** 2).sum() for k in w1) ** 0.5
+    assert den > 1e-4 and num / den < 1e-4, float(num / den)
+    for a, b in zip(_rows(tmp_path / "one"), _rows(tmp_path / "mb")):
+        for k in ("reward/weighted_mean", "delta/mean", "delta/std", "entropy/student", "overlap/teacher_student", "kl/k3"):
+            assert a[k] == pytest.approx(b[k], rel=1e-4, abs=1e-6), k
