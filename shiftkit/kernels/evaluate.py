@@ -334,11 +334,13 @@ def start_worker(problem: Problem, solution: Solution | None, builds: list[Build
                             "spec": dataclasses.asdict(spec),
                             "workspace_ext": solution.layout == "workspace" and spec.name == "kernel_ext"})
     cand = mode == "candidate"
-    rw = []
-    if mode == "compile":  # trusted reference code: inductor's on-disk cache is shared between evaluations
-        d = config.cache / "inductor"
-        d.mkdir(parents=True, exist_ok=True)
-        rw.append(str(d))
+    rw, hide = [], []
+    inductor = config.cache / "inductor"  # inductor's on-disk cache, shared between evaluations
+    inductor.mkdir(parents=True, exist_ok=True)  # exists before any candidate starts, so it can be hidden
+    if mode == "compile":  # trusted reference code: the only worker that may write (and read) it
+        rw.append(str(inductor))
+    elif cand:
+        hide.append(str(inductor))
     setup = {
         "mode": mode, "problem_path": str(problem.path), "backend": config.backend,
         "solution_dir": str(solution.path if solution and solution.layout == "workspace" else (solution.path.parent if solution else "")),
@@ -346,7 +348,8 @@ def start_worker(problem: Problem, solution: Solution | None, builds: list[Build
         "builds": entries, "threads": config.threads, "mem_mb": config.mem_limit_mb if cand else 0,
         "cpu_s": int(config.timeout_s * 2) if cand else 0,
         "max_output_bytes": config.max_output_bytes if cand else 0,
-        "isolate": not _unisolated(config), "allow_unisolated": config.allow_unisolated, "rw": rw,
+        "isolate": not _unisolated(config), "allow_unisolated": config.allow_unisolated, "rw": rw, "hide": hide,
+        "inductor_cache": str(inductor) if mode == "compile" else "",
         "ro": _read_paths(problem, solution, builds) + jail.runtime_paths(),  # the venv may lie under /tmp
         "block_ops": config.block_ops, "flush_bytes": _flush_bytes(config),
         "nproc": (config.pids_max + 4 * config.threads) if cand and not jail.cgroups_usable() else 0,

@@ -351,7 +351,9 @@ def worker_main(conn, setup: dict) -> None:
     sys.stderr = os.fdopen(2, "w", buffering=1)
     threads = int(setup.get("threads", 1))
     os.environ.clear()
-    os.environ.update(jail.scrub_env({"OMP_NUM_THREADS": str(threads), "TORCHINDUCTOR_CACHE_DIR": "/tmp/inductor"}))
+    # the compile baseline keeps inductor's cache in the shared dir it may write (it was /tmp: private, lost)
+    cache = setup.get("inductor_cache") or "/tmp/inductor"
+    os.environ.update(jail.scrub_env({"OMP_NUM_THREADS": str(threads), "TORCHINDUCTOR_CACHE_DIR": cache}))
     ch = wire.Channel(conn.fileno())
     for path in setup.get("cgroup_procs", []):
         with open(path, "w") as f:
