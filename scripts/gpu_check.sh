@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check for the kernel environment (issues #5, #10): build and evaluate the CUDA fixtures and hacks,
+# GPU check for the training loops (issue #13) and the kernel environment (issues #5, #10): build and evaluate the CUDA fixtures and hacks,
 # including the GPU-side families of issue #10 (side streams, CUDA-graph replay, event misuse, persisting-L2
 # windows, the roofline floor with the device's measured bandwidth). One prepared run, under 8 minutes.
 # Needs an NVIDIA GPU, a CUDA build of torch and nvcc (CUDA_HOME). Usage:
@@ -20,6 +20,14 @@ print("device", torch.cuda.get_device_name(0) if torch.cuda.is_available() else 
 print("CUDA_HOME", ce.CUDA_HOME, "nvcc", shutil.which("nvcc"))
 assert torch.cuda.is_available(), "no CUDA device"
 PYEOF
+
+# 0) every training path on CUDA (issue #13): SFT, GRPO with each memory key and LoRA, Direct-OPD in every
+#    reward mode, vanilla OPD, the sampler and SAR, on a SmolLM2-135M-shaped Llama (random weights); each
+#    phase's wall time, tokens/s and peak CUDA memory go to $OUT/loops.jsonl
+rm -f "$OUT/loops.jsonl"
+GPU_CHECK_OUT="$OUT" $PY -m pytest -q -m gpu tests/scale/test_loops_on_device.py 2>&1 | tee "$OUT/pytest_loops.txt"
+$PY -c "import json,sys; [print(json.dumps(json.loads(l))) for l in open(sys.argv[1])]" "$OUT/loops.jsonl" \
+  | tee "$OUT/loops_summary.txt" || true
 
 # 1) GPU tests: CUDA fixture correct + profiled (paired); noop / fallback / side-stream / graph-replay / L2 hacks
 #    caught; the physical floor from the device bandwidth

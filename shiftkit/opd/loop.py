@@ -338,7 +338,8 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
         if src.rewards is not None:
             res = src.rewards.score(ex_B, roll.texts, step=step)
             rewards_B = torch.tensor(res.total).nan_to_num(0.0)
-        outcome_B = A.group_advantages(rewards_B, G) * torch.tensor(res.scorable) if cfg.grpo_weight else None
+        outcome_B = ((A.group_advantages(rewards_B, G) * torch.tensor(res.scorable)).to(d.device)
+                     if cfg.grpo_weight else None)
         wr_mean = float(d.sum((sig.reward_BT * mask_BT).sum()) / n_tok.clamp(min=1))
         if cfg.kl_mode == "adaptive":
             alpha = A.adaptive_kl_coef(alpha, wr_mean, cfg.kl_eps, cfg.kl_min, cfg.kl_max)
