@@ -245,3 +245,16 @@ def config_help(cls: type) -> str:
         lines.append(f"  {a:<{w}}{b}" if len(a) < w else f"  {a}\n  {'':<{w}}{b}")
     return "\n".join(lines)
 
+
+
+def check_dependent(cfg: Any, rules: dict[str, tuple[Any, str]], command: str) -> None:
+    """Keys that only matter when another key is set: ``rules[key] = (read(cfg) -> bool, "when ...")``.
+
+    A key set away from its default that the run would not read is an error naming what would make
+    it count (never a silent no-op)."""
+    defaults = {f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default)
+                for f in dataclasses.fields(cfg)}
+    for key, (is_read, when) in rules.items():
+        if getattr(cfg, key) != defaults[key] and not is_read(cfg):
+            raise ShiftkitError(f"{command}: {key}={getattr(cfg, key)!r} is only read {when}; set that, "
+                                f"or leave {key} at its default ({defaults[key]!r})")

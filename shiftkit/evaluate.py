@@ -143,6 +143,14 @@ class ModelEvalConfig:
 
         if self.data and not is_arith(self.data) and self.n != 100:
             raise ShiftkitError(f"eval: data={self.data} does not read n (the arith held-out size); use max_samples")
+        from shiftkit.config import check_dependent
+        from shiftkit.prompts import CHAT_TEMPLATE_RULES
+
+        samples = (lambda c: c.samples > 0, "with samples=K > 0 (greedy decoding ignores them)")
+        check_dependent(self, {"temperature": samples, "top_p": samples,
+                               **CHAT_TEMPLATE_RULES,
+                               "shuffle": (lambda c: c.max_samples > 0, "with max_samples > 0 (the subset it draws)")},
+                        "eval")
 
 
 def _generate(model, tok, inp, examples: list, max_new_tokens: int, batch_size: int, *, greedy: bool,

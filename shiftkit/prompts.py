@@ -257,3 +257,8 @@ def right_pad(ids: list[list[int]], pad_id: int, device="cpu"):
             ids_BT[b, : len(x)] = torch.tensor(x, dtype=torch.long)
             mask_BT[b, : len(x)] = 1
     return ids_BT.to(device), mask_BT.to(device)
+
+
+# the rendering key that is read only with a chat template (shiftkit.config.check_dependent rules)
+CHAT_TEMPLATE_RULES = {"chat_template_kwargs": (lambda c: str(c.chat_template).lower() != "false",
+                                                "when the chat template is used (chat_template auto|true)")}

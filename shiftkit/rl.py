@@ -22,7 +22,9 @@ from shiftkit import advantages, losses
 from shiftkit import logprobs as LP
 from shiftkit import loopkit as kit
 from shiftkit import microbatch as MB
+from shiftkit.config import check_dependent
 from shiftkit.errors import ShiftkitError
+from shiftkit.prompts import CHAT_TEMPLATE_RULES
 from shiftkit.remote import RolloutClient, logprob_gap
 from shiftkit.sampling import Rollouts
 
@@ -88,8 +90,14 @@ class GRPOConfig(MB.MemoryConfig):
         if self.adv_scale not in ("std", "none"):
             raise ShiftkitError(f"rl: adv_scale must be std or none, got '{self.adv_scale}'")
         check_unread(self, "rl")
+        check_dependent(self, GRPO_DEPENDENT, "rl")
         self.validate_memory("rl")
         kit.check_report_to(self.report_to)
+
+
+# keys read only when another key is set (shiftkit.config.check_dependent); OPD adds its own
+PROMPT_DEPENDENT = {**CHAT_TEMPLATE_RULES, "samples_n": (lambda c: c.samples_every > 0, "with samples_every > 0")}
+GRPO_DEPENDENT = {**PROMPT_DEPENDENT, "kl_clamp": (lambda c: c.kl_coef > 0, "with a KL (kl_coef > 0)")}
 
 
 def check_unread(cfg, command: str) -> None:

@@ -76,6 +76,10 @@ class SFTConfig(MB.MemoryConfig):
             raise ShiftkitError(f"sft: error_rate must be in [0, 1], got {self.error_rate}")
         kit.check_report_to(self.report_to)
         self.validate_memory("sft")
+        from shiftkit.config import check_dependent
+        from shiftkit.prompts import CHAT_TEMPLATE_RULES
+
+        check_dependent(self, CHAT_TEMPLATE_RULES, "sft")
         if self.rollout_rows:
             raise ShiftkitError("sft: rollout_rows does not apply (SFT samples nothing); leave it at 0")
         if self.tasks and self.data:

@@ -36,11 +36,11 @@ from shiftkit import logprobs as LP
 from shiftkit import losses
 from shiftkit import loopkit as kit
 from shiftkit import microbatch as MB
-from shiftkit.config import to_dict
+from shiftkit.config import check_dependent, to_dict
 from shiftkit.dist import Dist
 from shiftkit.errors import ShiftkitError
 from shiftkit.opd.diagnostics import collapsed, delta_moments, opd_diagnostics
-from shiftkit.rl import GRPOConfig
+from shiftkit.rl import PROMPT_DEPENDENT, GRPOConfig
 from shiftkit.runs import RunDir, open_run_dir
 
 METHODS = ("direct_opd", "vanilla_opd", "grpo")
@@ -143,6 +143,7 @@ class OPDConfig(MB.MemoryConfig):
         kit.check_report_to(self.report_to)
 
         check_unread(dataclasses.replace(self, data=self.data or self.prompts, prompts=""), "opd")
+        check_dependent(self, OPD_DEPENDENT, "opd")
         unread = [k for k in UNREAD.get(self.method, ()) if getattr(self, k) != _DEFAULTS[k]]
         if unread:
             raise ShiftkitError(f"opd: method={self.method} does not read {', '.join(unread)} (leave "
@@ -188,6 +189,16 @@ UNREAD = {
     "vanilla_opd": ("teacher_ref", "reward_mode", "delta_clip", "top_q"),
     "grpo": ("teacher", "teacher_ref", "stages", "prompts", "reward_mode", "top_k", "reward_scale", "delta_clip",
              "top_q", "grpo_weight", "kl_eps", "kl_min", "kl_max"),
+}
+OPD_DEPENDENT = {
+    **PROMPT_DEPENDENT,
+    "kl_eps": (lambda c: c.kl_mode == "adaptive", "with kl_mode=adaptive"),
+    "kl_min": (lambda c: c.kl_mode == "adaptive", "with kl_mode=adaptive"),
+    "kl_max": (lambda c: c.kl_mode == "adaptive", "with kl_mode=adaptive"),
+    "kl_coef": (lambda c: c.kl_mode != "none", "with a KL (kl_mode adaptive|fixed)"),
+    "kl_clamp": (lambda c: c.kl_mode != "none", "with a KL (kl_mode adaptive|fixed)"),
+    "guard_min_eos_rate": (lambda c: c.guard_patience > 0, "with the collapse guard on (guard_patience > 0)"),
+    "guard_min_len_frac": (lambda c: c.guard_patience > 0, "with the collapse guard on (guard_patience > 0)"),
 }
 _DEFAULTS = {f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default)
              for f in dataclasses.fields(OPDConfig)}

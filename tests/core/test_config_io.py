@@ -65,3 +65,30 @@ def test_jsonl_roundtrip(tmp_path):
     assert rows == [{"step": 0, "x": None}, {"step": 1, "x": 2.0}]
     atomic_write_json(tmp_path / "a.json", {"k": [1, 2]})
     assert json.loads((tmp_path / "a.json").read_text()) == {"k": [1, 2]}
+
+
+def test_keys_another_key_switches_off_are_errors():
+    """A key set away from its default that the run would not read (given the other keys) is an error
+    naming the key that would make it count."""
+    from shiftkit.evaluate import ModelEvalConfig
+    from shiftkit.opd.loop import OPDConfig
+    from shiftkit.rl import GRPOConfig
+    from shiftkit.sft import SFTConfig
+
+    bad = [(GRPOConfig(model="m", kl_clamp=False), "kl_clamp.*kl_coef"),
+           (GRPOConfig(model="m", samples_every=0, samples_n=8), "samples_n.*samples_every"),
+           (GRPOConfig(model="m", chat_template="false", chat_template_kwargs={"enable_thinking": False}),
+            "chat_template_kwargs"),
+           (OPDConfig(student="s", teacher="t", teacher_ref="r", kl_mode="fixed", kl_eps=0.1), "kl_eps.*adaptive"),
+           (OPDConfig(student="s", teacher="t", teacher_ref="r", kl_mode="none", kl_coef=1.0), "kl_coef"),
+           (OPDConfig(student="s", teacher="t", teacher_ref="r", guard_patience=0, guard_min_eos_rate=0.3), "guard"),
+           (ModelEvalConfig(model="m", temperature=0.7), "temperature.*samples"),
+           (ModelEvalConfig(model="m", shuffle=True), "shuffle.*max_samples"),
+           (SFTConfig(model="m", chat_template="false", chat_template_kwargs={"x": 1}), "chat_template_kwargs")]
+    for cfg, msg in bad:
+        with pytest.raises(ShiftkitError, match=msg):
+            cfg.validate()
+    # the same keys are fine once the switch is on
+    GRPOConfig(model="m", kl_coef=0.1, kl_clamp=False).validate()
+    OPDConfig(student="s", teacher="t", teacher_ref="r", kl_eps=0.1).validate()
+    ModelEvalConfig(model="m", samples=4, temperature=0.7, top_p=0.95).validate()
