@@ -90,3 +90,20 @@ def test_registered_as_an_experiment():
     from shiftkit.cli import EXPERIMENTS, _experiments
 
     assert "real-w2s" in EXPERIMENTS and _experiments()["real-w2s"] is real_w2s.run_experiment
+
+
+def test_claims_say_not_resolved_within_one_problem_or_the_seed_spread():
+    cfg = RealW2SConfig(eval_n=20, eval_k=4)
+
+    def row(mean, std=0.0):
+        return {"avg@4": {"mean": mean, "std": std}}
+
+    summ = {"student": row(0.10), "weak": row(0.02), "weak_rl": row(0.05), "direct_opd": row(0.125),
+            "vanilla_opd": row(0.30, 0.01), "grpo": row(0.02, 0.04)}
+    text = "\n".join(real_w2s.claims(cfg, summ))
+    assert "student is stronger than the weak base (10.0% vs 2.0%): **holds**" in text
+    assert "GRPO improves the weak model (5.0% vs 2.0%): **not resolved**" in text  # under one problem in 20
+    assert "improves the student (12.5% vs 10.0%): **not resolved**" in text
+    assert "beats vanilla OPD from the weak RL teacher (12.5% vs 30.0%): **does not hold**" in text
+    assert "beats step-matched GRPO on the student (12.5% vs 2.0%): **holds**" in text
+    assert "(12.5% vs 2.0%): **holds**" in text and "not resolved" in text
