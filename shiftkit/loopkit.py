@@ -51,7 +51,11 @@ def set_threads(n: int) -> None:
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.98)) -> torch.optim.Optimizer:
-    """AdamW; matrices decay, vectors (norms, biases) do not; shared parameters appear once."""
+    """AdamW; matrices decay, vectors (norms, biases) do not; shared parameters appear once.
+
+    The fused kernel (CPU and CUDA; what TRL's default ``adamw_torch_fused`` uses): no per-step
+    temporaries, where the ``foreach`` path allocates about one parameter-sized copy (measured 504 MB
+    transient on SmolLM2-135M)."""
     decay, no_decay = [], []
     seen = set()
     for n, p in model.named_parameters():
@@ -59,8 +63,11 @@ def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, betas
             continue
         seen.add(id(p))
         (no_decay if p.ndim < 2 else decay).append(p)
-    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas, foreach=True)
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    params = decay + no_decay
+    fused = bool(params) and all(p.is_floating_point() and p.device == params[0].device for p in params) \
+        and params[0].device.type in ("cpu", "cuda")
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, **({"fused": True} if fused else {"foreach": True}))
 
 
 def lr_at(step: int, base_lr: float, warmup: int, total: int, schedule: str = "cosine", min_ratio: float = 0.1) -> float:
