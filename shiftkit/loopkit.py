@@ -367,6 +367,8 @@ def make_trackers(report_to: str, run: RunDir, config: dict) -> list:
             t = tracking.WandBTracker(run.path.name)
         else:
             raise ShiftkitError(f"report_to={n}: use tensorboard, wandb or none")
+        if hasattr(t, "start"):  # accelerate >= 1.x opens the writer / run in start() (Accelerator.init_trackers does)
+            t.start()
         t.store_init_configuration({k: v for k, v in config.items() if isinstance(v, (int, float, str, bool))})
         out.append(t)
     return out

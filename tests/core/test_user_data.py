@@ -365,11 +365,16 @@ def test_report_to_needs_its_package_or_logs(pico_dir, wp, tmp_path, capsys):
 
     argv = ["rl", "--model", str(pico_dir), f"data={wp / 'train.jsonl'}", "prompt_key=question", *FAST,
             f"out={tmp_path / 'r'}", "report_to=tensorboard"]
-    if importlib.util.find_spec("accelerate") is None or importlib.util.find_spec("tensorboard") is None:
+    if importlib.util.find_spec("accelerate") is None or not any(
+            importlib.util.find_spec(m) for m in ("tensorboard", "tensorboardX")):
         _one_line(capsys, argv, "pip install", tmp_path / "r")
         pytest.skip("tensorboard/accelerate not installed: the missing-package error was checked")
     assert main(argv) == 0
-    assert list((tmp_path / "r" / "tensorboard").rglob("events.*"))
+    events = list((tmp_path / "r" / "tensorboard").rglob("events.*"))
+    assert events
+    blob = b"".join(e.read_bytes() for e in events)
+    for tag in (b"reward", b"loss", b"entropy", b"rollout/logprob_gap"):  # the metrics.jsonl scalars, per step
+        assert tag in blob, tag
 
 
 def test_wandb_missing_is_a_clear_error(pico_dir, wp, tmp_path, capsys):
