@@ -31,6 +31,7 @@ import numpy as np
 from shiftkit.config import load_config, to_dict
 from shiftkit.errors import ShiftkitError
 from shiftkit.io import atomic_write_json
+from shiftkit.recipes.weak_to_strong import _ms  # mean ± std in percent
 
 ARMS = ("direct_opd", "vanilla_opd", "grpo")
 LABELS = {"student": "student (SmolLM2-135M-Instruct)", "weak": "weak base (pruned + healed SFT)",
@@ -261,13 +262,6 @@ def evaluate(cfg: RealW2SConfig, model: str, data: dict, cache: Path) -> dict:
 
 
 # -- the experiment --------------------------------------------------------------------------------
-
-def _ms(vals) -> str:
-    a = np.asarray([v for v in vals if v is not None], dtype=float)
-    if not a.size:
-        return "n/a"
-    return f"{100 * a.mean():.1f} ± {100 * (a.std(ddof=1) if a.size > 1 else 0.0):.1f}"
-
 
 def summarize(cfg: RealW2SConfig, evals: dict) -> dict:
     """Per model: the mean and std over seeds of every metric (a single-model row has std 0)."""
