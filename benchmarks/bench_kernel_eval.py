@@ -9,9 +9,11 @@ Measures
    (goal < 3 %), plus speedups vs eager and torch.compile for every correct fixture;
 3b. reward stability (issue #10, section ``rewards``): 3 honest solutions near a threshold (one vs
    torch.compile for +3, two vs eager for +2) and 3 clearly fast or slow, 10 repeated full evaluations each
-   (paired timing; 1 thread): the flip rate (the
+   (paired timing in independent worker blocks; 1 thread): the flip rate (the
    fraction of repeats whose reward differs from the mode), the inconclusive count and the CV of the paired
-   speedup, written under ``reward_flip_rate`` and ``paired_ratio_cv``;
+   speedup, written under ``reward_flip_rate`` and ``paired_ratio_cv``; ``diagnose``: the between-block spread
+   with the same workers reused in every block; ``rewards_single_block``: the single-block design at the same
+   load, for the comparison;
 4. the same solutions judged side by side by a re-implementation of KernelBench's harness semantics
    (HEAD 423217d, per cuda_agent.md section 2.3: candidate exec'd in the checker's process, weights by
    seeding, no .eval(), inputs shared (not cloned), reference first, 5 seeded trials, allclose 1e-4, and
@@ -245,20 +247,24 @@ def block_spread(runs: list[list[dict]], baseline: str) -> dict:
             "within_block_sd": statistics.median(within) if within else None}
 
 
-def bench_rewards(n: int) -> dict:
-    """Repeated full evaluations (paired vs eager, default sampling budget): reward flips and ratio CV."""
+def bench_rewards(n: int, overrides: dict | None = None, cases: set | None = None) -> dict:
+    """Repeated full evaluations (paired vs eager, default sampling budget): reward flips and ratio CV.
+    ``overrides``: EvalConfig fields for every evaluation (e.g. the single-block design for a comparison)."""
     import math
     from collections import Counter
 
-    cfg0 = EvalConfig()
+    overrides = overrides or {}
+    cfg0 = EvalConfig(**overrides)
     rows = {}
     for label, prob, sol, kind, with_compile in REWARD_CASES:
+        if cases and label not in cases:
+            continue
         rewards, speed, incon, rounds, secs, reasons, blocks, cis, loads = [], [], [], [], [], [], [], [], []
         base = "compile" if with_compile else "eager"
         for _ in range(n):
             loads.append(_loadavg())
             t0 = time.perf_counter()
-            r = evaluate(PROBLEMS / f"{prob}.py", sol, EvalConfig(baseline_compile=with_compile))
+            r = evaluate(PROBLEMS / f"{prob}.py", sol, EvalConfig(**{**overrides, "baseline_compile": with_compile}))
             secs.append(time.perf_counter() - t0)
             rewards.append(r.reward)
             speed.append(r.speedup_compile if with_compile else r.speedup_eager)
@@ -284,7 +290,7 @@ def bench_rewards(n: int) -> dict:
     near = [r for r in rows.values() if r["kind"] == "near"]
     all_loads = [x[0] for r in rows.values() for x in r["loadavg_before_each"]]
     return {
-        "repeats": n, "settings": {"baseline_compile": "only for the vs_compile case", "timed_calls": cfg0.timed_calls,
+        "repeats": n, "overrides": overrides, "settings": {"baseline_compile": "only for the vs_compile case", "timed_calls": cfg0.timed_calls,
                                    "timing_blocks": cfg0.timing_blocks, "max_timed_calls": cfg0.max_timed_calls,
                                    "rounds_per_block": -(-cfg0.timed_calls // cfg0.timing_blocks),
                                    "respawn_blocks": cfg0.respawn_blocks, "pin_cpu": cfg0.pin_cpu,
@@ -367,6 +373,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="skip the torch-binding cold build and compile baselines")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "kernel_eval.json"))
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--cases", default="", help="comma list of reward-case labels (rewards_single_block only)")
     ap.add_argument("--sections", default="compile,throughput,profiles,stability,rewards,side",
                     help="comma list; results merge into an existing --out file")
     args = ap.parse_args()
@@ -404,6 +411,13 @@ def main() -> None:
         print("block spread with reused workers ...", flush=True)
         res["rewards_diagnose"] = bench_diagnose()
         print(json.dumps({k: res["rewards_diagnose"][k] for k in ("eager", "compile", "seconds")}), flush=True)
+    if "rewards_single_block" in sections:  # the design before the blocks, at today's load, for the comparison
+        print("reward stability, single-block design ...", flush=True)
+        res["rewards_single_block"] = bench_rewards(args.repeats, {"timing_blocks": 1, "pin_cpu": False},
+                                                    set(args.cases.split(",")) if args.cases else None)
+        res["rewards_single_block"]["note"] = ("single-block design (one worker set, 30 rounds, order-statistic interval over rounds; unlike the "
+                                               "pre-block code it is not extended while straddling), rerun with the current code at today's load; "
+                                               "the inductor cache fix and the every-output recheck are in both")
     if "rewards" in sections:
         print("reward stability (paired timing) ...", flush=True)
         prev = res.get("rewards")
