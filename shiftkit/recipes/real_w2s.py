@@ -392,12 +392,14 @@ def run_experiment(config_path: str | None, overrides: list[str] | None) -> dict
     plot(cfg, summ, out / "real_w2s.png")
     total = time.time() - t0
     load1 = os.getloadavg()
+    given = [f"{k}={v}" for k, v in overrides.items()] if isinstance(overrides, dict) else list(overrides or [])
     command = " ".join(["shiftkit experiment real-w2s", *(f"--config {config_path}",) * bool(config_path),
-                        *(overrides or [])])
+                        *(f"'{o}'" if "[" in o else o for o in given)])
     results = {"experiment": "real-w2s", "command": command, "config": to_dict(cfg), "matched": matched(cfg, data),
                "models": models,
                "evals": evals, "summary": summ, "skipped": skipped, "stage_seconds": st.times,
-               "stage_seconds_total": round(sum(st.times.values()), 1), "total_seconds": round(total, 1),
+               "total_seconds": round(sum(st.times.values()), 1),  # every stage, over the invocations that ran it
+               "this_invocation_seconds": round(total, 1),
                "machine": {"cpus": os.cpu_count(), "threads": cfg.threads, "loadavg_start": load0, "loadavg_end": load1,
                            "note": "a shared CPU box; other jobs ran alongside (see the load averages)"}}
     atomic_write_json(out / "results.json", results)
@@ -406,7 +408,8 @@ def run_experiment(config_path: str | None, overrides: list[str] | None) -> dict
              f"Held-out: the first {cfg.eval_n} rows of wordproblems_test.jsonl; greedy, and {k} samples at "
              f"T={cfg.eval_temperature}, top-p {cfg.eval_top_p}, {cfg.max_new_tokens} new tokens, eval seed "
              f"{cfg.eval_seed}. Arms: {cfg.steps} steps x {cfg.prompts_per_step} prompts x {cfg.samples_per_prompt} "
-             f"samples, lr {cfg.lr}, rollout T={cfg.temperature}; seeds {cfg.seeds}.", ""]
+             f"samples, lr {cfg.lr}, rollout T={cfg.temperature}; seeds {cfg.seeds}. Wall time, all stages: "
+             f"{results['total_seconds'] / 60:.0f} min on {os.cpu_count()} shared CPU cores (`{command}`).", ""]
     lines += table(cfg, evals) + ["", "![results](real_w2s.png)", ""] + claims(cfg, summ)
     (out / "report.md").write_text("\n".join(lines) + "\n")
     _log(cfg, f"done in {total:.0f} s: {out / 'results.json'}")
