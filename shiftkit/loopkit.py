@@ -192,16 +192,11 @@ def score_mb(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion
     """Per-token log-probs ``[B, T]`` (0 at padding) scored micro-batch by micro-batch through the
     chunked head (:func:`shiftkit.logprobs.score`): memory of one micro-batch, never ``[B, T, V]``."""
     from shiftkit import logprobs as LP
+    from shiftkit.microbatch import per_micro_batch
 
-    out_BT = torch.zeros(completion_ids_BT.shape, dtype=torch.float32, device=completion_ids_BT.device)
-    for mb in mbs:
-        if mb.scale == 0:
-            continue  # a filler keeping ranks in step: nothing to score
-        lp = LP.score(model, mb.prompt(prompt_ids_BP), mb.prompt(prompt_mask_BP), mb.completion(completion_ids_BT),
-                      mb.completion(completion_mask_BT), dtype=dtype or "float32", temperature=temperature,
-                      chunk=chunk or None)
-        mb.put(out_BT, lp)
-    return out_BT
+    return per_micro_batch(mbs, completion_ids_BT, lambda mb: LP.score(
+        model, mb.prompt(prompt_ids_BP), mb.prompt(prompt_mask_BP), mb.completion(completion_ids_BT),
+        mb.completion(completion_mask_BT), dtype=dtype or "float32", temperature=temperature, chunk=chunk or None))
 
 
 # ------------------------------------------------------------------------------ the draws of one step

@@ -111,6 +111,16 @@ def micro_batches(prompt_mask_BP: torch.Tensor, completion_mask_BT: torch.Tensor
     return out
 
 
+def per_micro_batch(mbs: list[MicroBatch], like_BT: torch.Tensor, fn: Callable[[MicroBatch], torch.Tensor]) -> torch.Tensor:
+    """``fn(mb)`` (``[b, t]``) of every micro-batch written back into one fp32 ``[B, T]`` tensor shaped
+    like ``like_BT`` (0 in trimmed padding; fillers with ``scale=0`` are skipped)."""
+    out_BT = torch.zeros(like_BT.shape, dtype=torch.float32, device=like_BT.device)
+    for mb in mbs:
+        if mb.scale:
+            mb.put(out_BT, fn(mb))
+    return out_BT
+
+
 def global_counts(completion_mask_BT: torch.Tensor, d=None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(num_tokens, num_seqs)`` of the whole batch, summed over ranks when ``d`` (a Dist) is given.
 

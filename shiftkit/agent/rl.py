@@ -89,14 +89,6 @@ def policy_logp(model, batch: dict, dtype=None, chunk: int | None = None) -> tup
     return lp_BT, ent_BT.detach()
 
 
-def _per_mb(mbs: list, like_BT: torch.Tensor, fn) -> torch.Tensor:
-    """``fn(mb)`` ``[b, t]`` of every micro-batch, written back into one ``[B, T]`` tensor (0 elsewhere)."""
-    out_BT = torch.zeros(like_BT.shape, dtype=torch.float32, device=like_BT.device)
-    for mb in mbs:
-        mb.put(out_BT, fn(mb))
-    return out_BT
-
-
 def micro(batch: dict, mb: MB.MicroBatch) -> dict:
     """A micro-batch's view of a :func:`collate` batch (rows, each side's padding trimmed)."""
     return {k: (mb.prompt(v) if k in ("prompt_BP", "pmask_BP") else mb.completion(v)) for k, v in batch.items()}
@@ -346,8 +338,10 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
         mbs = MB.micro_batches(batch["pmask_BP"], batch["valid_BT"], cfg.token_budget)  # memory: one micro-batch
         train = {k: v for k, v in batch.items() if k != "rollout_logp_BT"}
         with torch.no_grad():
-            old_logp_BT = _per_mb(mbs, gen_BT, lambda mb: policy_logp(policy, micro(train, mb), dtype, chunk)[0])
-            old_v_BT = _per_mb(mbs, gen_BT, lambda mb: critic(micro(train, mb))) if critic is not None else None
+            old_logp_BT = kit.score_mb(policy, train["prompt_BP"], train["pmask_BP"], train["rest_BT"],
+                                       train["valid_BT"], mbs, dtype=dtype, chunk=cfg.logit_chunk)
+            old_v_BT = (MB.per_micro_batch(mbs, gen_BT, lambda mb: critic(micro(train, mb)))
+                        if critic is not None else None)
         if cfg.algo == "grpo":
             adv_BT, ret_BT = A.group_advantages(r_B, G)[:, None].expand_as(gen_BT).float() * gen_BT, None
         else:
