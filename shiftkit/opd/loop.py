@@ -503,8 +503,12 @@ def opd_signal(cfg: OPDConfig, model, teacher, ref, roll, mbs: list, *, dtype, c
             n, s1 = n + float(mm.sum()) * V, s1 + fs["delta_sum"][mm].double().sum()
             s2, npos = s2 + fs["delta_sq_sum"][mm].double().sum(), npos + fs["delta_pos"][mm].double().sum()
             continue
-        ids_btk = c_bt.unsqueeze(-1) if mode == "sampled" else LP.student_topk(s, K, chunk)[0]
-        s_lp, t_lp = LP.gather_logprobs(s, ids_btk, chunk), LP.gather_logprobs(t, ids_btk, chunk)
+        if mode == "sampled":
+            ids_btk = c_bt.unsqueeze(-1)
+            s_lp = LP.gather_logprobs(s, ids_btk, chunk)
+        else:  # the top-K ids and their log-probs in one pass
+            ids_btk, s_lp = LP.student_topk(s, K, chunk)
+        t_lp = LP.gather_logprobs(t, ids_btk, chunk)
         if not direct:
             adv = A.vanilla_opd_advantage(s_lp, t_lp, scale=cfg.reward_scale)
             delta = adv
