@@ -201,3 +201,32 @@ def test_registration_through_verls_plugin_mechanism_and_named_errors(world):
         plugin.direct_opd_policy_loss(z, z, torch.zeros(2, 3, 4), m, "token-mean", actor_config())
     with pytest.raises(ValueError, match="not read by Direct-OPD"):
         plugin.direct_opd_advantage(z, m, None, sum_pi_squared=z)
+
+
+def test_the_example_config_only_sets_keys_verl_has():
+    """configs/verl/direct_opd.yaml: every key it sets exists in verl 0.9.1's ppo_trainer config (a typo
+    would be silently added by Hydra's merge), and it selects the registered estimator and loss."""
+    from pathlib import Path
+
+    import yaml
+    from verl.trainer.config import __file__ as cfg_init
+
+    from shiftkit.integrations.verl import NAME
+
+    ours = yaml.safe_load((Path(__file__).parents[1] / "configs" / "verl" / "direct_opd.yaml").read_text())
+    theirs = yaml.safe_load((Path(cfg_init).parent / "_generated_ppo_trainer.yaml").read_text())
+
+    def leaves(d, prefix=""):
+        for k, v in d.items():
+            yield from leaves(v, f"{prefix}{k}.") if isinstance(v, dict) else [(prefix + k, v)]
+
+    def has(d, dotted):
+        for part in dotted.split("."):
+            if not isinstance(d, dict) or part not in d:
+                return False
+            d = d[part]
+        return True
+
+    keys = dict(leaves({k: v for k, v in ours.items() if k not in ("hydra", "defaults")}))
+    assert keys and [k for k in keys if not has(theirs, k)] == []
+    assert keys["algorithm.adv_estimator"] == NAME == keys["actor_rollout_ref.actor.policy_loss.loss_mode"]
