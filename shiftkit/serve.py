@@ -409,6 +409,23 @@ def check_prompt_ids(ids: list[int], vocab: int, lim: Limits, max_tokens: int, c
                                 f"context of {context} tokens")
 
 
+def tokenizer_differences(served, new) -> list[str]:
+    """How ``new`` differs from the ``served`` tokenizer: vocabulary entries, special tokens, chat template
+    (a reload must keep every id's meaning; the method-level check with prompts is opd.preflight's)."""
+    out = []
+    a, b = served.get_vocab(), new.get_vocab()
+    diff = sorted(t for t in set(a) | set(b) if a.get(t) != b.get(t))
+    if diff:
+        out.append(f"{len(diff)} vocabulary entries differ (e.g. {', '.join(repr(t) for t in diff[:3])})")
+    for attr in ("eos_token", "pad_token", "bos_token", "unk_token"):
+        if (getattr(served, attr, None), getattr(served, attr + "_id", None)) != (getattr(new, attr, None),
+                                                                                  getattr(new, attr + "_id", None)):
+            out.append(f"{attr} differs")
+    if getattr(served, "chat_template", None) != getattr(new, "chat_template", None):
+        out.append("the chat template differs")
+    return out
+
+
 def model_context(model) -> int | None:
     n = getattr(getattr(model, "config", None), "max_position_embeddings", None)
     return int(n) if isinstance(n, int) and n > 0 else None
@@ -508,7 +525,6 @@ class CompletionServer(JSONServer):
         The directory must hold a model of the served architecture and a tokenizer equal to the served
         one (vocabulary, special tokens, chat template): ids must keep their meaning across a reload."""
         from shiftkit.models import load_model, load_tokenizer
-        from shiftkit.opd.preflight import tokenizer_differences
 
         if not isinstance(path, str) or not path:
             raise RequestError(400, "give the weights as a path to a save_pretrained directory")
@@ -525,7 +541,7 @@ class CompletionServer(JSONServer):
         shapes = lambda sd: {k: tuple(v.shape) for k, v in sd.items()}  # noqa: E731
         if type(new) is not type(self.model) or shapes(self.model.state_dict()) != shapes(new.state_dict()):
             return f"{path} has another architecture than the served model"
-        diffs = tokenizer_differences({"served": (self.model, self.tok), "new": (new, new_tok)}, [])
+        diffs = tokenizer_differences(self.tok, new_tok)
         if diffs:
             return f"the tokenizer at {path} is not the served one: {'; '.join(diffs)}"
         new.eval()
