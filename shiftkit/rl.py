@@ -25,7 +25,7 @@ from shiftkit import microbatch as MB
 from shiftkit.config import check_dependent
 from shiftkit.errors import ShiftkitError
 from shiftkit.prompts import CHAT_TEMPLATE_RULES
-from shiftkit.remote import RolloutClient, logprob_gap
+from shiftkit.remote import RolloutClient, RolloutSync, logprob_gap
 from shiftkit.sampling import Rollouts
 
 
@@ -76,6 +76,7 @@ class GRPOConfig(MB.MemoryConfig):
     samples_n: int = 4  # rollouts per samples.jsonl dump
     report_to: str = "none"  # none | tensorboard | wandb (through accelerate's trackers)
     rollout_url: str = ""  # sample on this completions server (shiftkit serve, vLLM, SGLang), synced after every step ("" = in process)
+    rollout_sync: RolloutSync = "sglang"  # weight-sync route of that server: sglang (POST /update_weights_from_disk) | vllm (dev-mode /collective_rpc reload_weights)
     threads: int = 0  # torch threads (0 = torch's default)
     overwrite: bool = False  # replace an existing out directory
     progress: bool = True  # progress bar (periodic log lines when stderr is not a terminal)
@@ -97,7 +98,8 @@ class GRPOConfig(MB.MemoryConfig):
 
 # keys read only when another key is set (shiftkit.config.check_dependent); OPD adds its own
 PROMPT_DEPENDENT = {**CHAT_TEMPLATE_RULES, "samples_n": (lambda c: c.samples_every > 0, "with samples_every > 0")}
-GRPO_DEPENDENT = {**PROMPT_DEPENDENT, "kl_clamp": (lambda c: c.kl_coef > 0, "with a KL (kl_coef > 0)")}
+GRPO_DEPENDENT = {**PROMPT_DEPENDENT, "kl_clamp": (lambda c: c.kl_coef > 0, "with a KL (kl_coef > 0)"),
+                  "rollout_sync": (lambda c: bool(c.rollout_url), "with served rollouts (rollout_url)")}
 
 
 def check_unread(cfg, command: str) -> None:
@@ -155,7 +157,7 @@ def run_grpo(cfg: GRPOConfig) -> dict:
     ddp_model = d.wrap(model)
     eval_fn = held_out_eval(model, tok, inp, cfg.max_new_tokens) if cfg.eval_every else None
     kit.first_eval(st, eval_fn)
-    client = RolloutClient(cfg.rollout_url) if cfg.rollout_url else None
+    client = RolloutClient(cfg.rollout_url, sync=cfg.rollout_sync) if cfg.rollout_url else None
     if client is not None:  # the server samples from the run's policy (the start, or the resumed checkpoint)
         client.sync_weights(model, tok, run.path / "rollout_weights", d)
     clip_low = cfg.clip_low or None

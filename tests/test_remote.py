@@ -20,6 +20,7 @@ from shiftkit.remote import RolloutClient, logprob_gap, post_json
 from shiftkit.sampling import score
 from shiftkit.serve import CompletionServer, JSONServer
 
+TOKEN = "test-token"  # the servers' token (SHIFTKIT_SERVE_TOKEN for the process, token= for the thread)
 SPEC = TinyModelSpec(hidden_size=32, num_hidden_layers=2, intermediate_size=64, num_attention_heads=4,
                      num_key_value_heads=2, head_dim=8)
 ONE = types.SimpleNamespace(shard=lambda xs: xs, device=torch.device("cpu"), is_main=True, barrier=lambda: None)
@@ -36,7 +37,7 @@ def _port() -> int:
 def _start_process(path):
     """``python -m shiftkit serve`` in its own process; returns (url, stop)."""
     port = _port()
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "SHIFTKIT_SERVE_TOKEN": TOKEN}
     proc = subprocess.Popen([sys.executable, "-m", "shiftkit", "serve", "--model", str(path), "--port", str(port),
                              "threads=1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
 
@@ -63,8 +64,11 @@ def _start_thread(path):
     """The same server in a thread of this process (the fast tier); its model is loaded from ``path``."""
     from shiftkit.models import load_model_and_tokenizer
 
-    s = CompletionServer(*load_model_and_tokenizer(path), name="tiny", weights=str(path)).start()
+    s = CompletionServer(*load_model_and_tokenizer(path), name="tiny", weights=str(path), token=TOKEN).start()
     return s.url, s.stop
+
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture(scope="module", params=[pytest.param("process", marks=pytest.mark.slow), "thread"])
@@ -76,7 +80,7 @@ def served(request, tmp_path_factory):
     save_model(model, tok, path)
     url, stop = (_start_process if request.param == "process" else _start_thread)(path)
     try:
-        yield RolloutClient(url, timeout=30), model, tok
+        yield RolloutClient(url, timeout=30, token=TOKEN), model, tok
     finally:
         stop()
 
@@ -114,8 +118,12 @@ def test_remote_rollouts_equal_local_ones(served):
     _assert_same_rollouts(client.rollout(tok, many, 4, 0, 0, ONE, **KW)[1], kit.rollout(model, tok, many, 4, 0, 0, ONE, **KW)[1])
 
 
-def test_the_gap_opens_after_a_trainer_step_and_sync_closes_it(served, tmp_path):
-    client, model, tok = served
+@pytest.mark.parametrize("sync", ["sglang", "vllm"])
+def test_the_gap_opens_after_a_trainer_step_and_sync_closes_it(served, tmp_path, sync):
+    """Both weight-sync routes ``shiftkit serve`` speaks: SGLang's update_weights_from_disk and vLLM's
+    dev-mode collective_rpc reload_weights (the vLLM contract itself: tests/test_engine_contracts.py)."""
+    client0, model, tok = served
+    client = RolloutClient(client0.base, timeout=30, token=TOKEN, sync=sync)
     trainer = copy.deepcopy(model)
     opt = torch.optim.SGD(trainer.parameters(), lr=0.5)
     _, roll = kit.rollout(trainer, tok, PROMPTS, 2, 1, 0, ONE, **KW)
@@ -151,8 +159,9 @@ def test_a_lora_policy_syncs_as_its_merged_weights(served, tmp_path):
 
 
 def test_grpo_with_served_rollouts_equals_the_in_process_run(served, tmp_path, monkeypatch):
-    """Active once shiftkit/rl.py has ``rollout_url`` (GRPOConfig): the run syncs the server to its policy,
-    so its metrics and final weights are the in-process run's, with a log-prob gap of ~0 every step."""
+    """Active once shiftkit/rl.py has ``rollout_url`` (GRPOConfig): the run syncs the server to its policy
+    (here through vLLM's route, ``rollout_sync=vllm``), so its metrics and final weights are the
+    in-process run's, with a log-prob gap of ~0 every step."""
     import dataclasses
     import json
 
@@ -163,6 +172,7 @@ def test_grpo_with_served_rollouts_equals_the_in_process_run(served, tmp_path, m
     if "rollout_url" not in {f.name for f in dataclasses.fields(GRPOConfig)}:
         pytest.skip("shiftkit/rl.py does not take rollout_url yet")
     client, model, tok = served
+    monkeypatch.setenv("SHIFTKIT_SERVE_TOKEN", TOKEN)  # how a trainer gets the server's token
     (tmp_path / "parity_reward.py").write_text("def parity(completions, **kw):\n"
                                                "    return [float(len(c) % 2) for c in completions]\n")
     monkeypatch.syspath_prepend(str(tmp_path))  # a reward with signal for the untrained model
@@ -176,7 +186,7 @@ def test_grpo_with_served_rollouts_equals_the_in_process_run(served, tmp_path, m
         return rows, load_file(str(tmp_path / out / "final" / "model.safetensors"))
 
     try:
-        (local, a), (remote, b) = run("local"), run("remote", rollout_url=client.base)
+        (local, a), (remote, b) = run("local"), run("remote", rollout_url=client.base, rollout_sync="vllm")
     finally:
         client.sync_weights(model, tok, tmp_path / "original", ONE)
     drop = lambda r: {k: v for k, v in r.items() if not k.startswith(("time/", "step_time", "rollout/"))}  # noqa: E731
@@ -192,7 +202,7 @@ def test_errors_are_one_line(served, tmp_path):
         down.rollout(tok, PROMPTS, 2, 0, 0, ONE, **KW)
     assert "\n" not in str(e.value)
     with pytest.raises(ShiftkitError, match="HTTP 400.*not a model directory") as e:
-        post_json(client.root + "/update_weights_from_disk", {"model_path": str(tmp_path / "missing")}, 10)
+        post_json(client.root + "/update_weights_from_disk", {"model_path": str(tmp_path / "missing")}, 10, AUTH)
     assert "\n" not in str(e.value)
     other = make_tiny_model(TinyModelSpec(hidden_size=16, num_hidden_layers=1, intermediate_size=32, num_attention_heads=2,
                                           num_key_value_heads=1, head_dim=8), vocab_size=len(tok))
@@ -202,6 +212,8 @@ def test_errors_are_one_line(served, tmp_path):
     assert _gap(roll, model)["max_abs"] < 1e-4
     with pytest.raises(ShiftkitError, match="HTTP 400.*prompt must be"):
         post_json(client.base + "/completions", {"prompt": [], "max_tokens": 2}, 10)
+    with pytest.raises(ShiftkitError, match="HTTP 401.*token"):  # the weight route needs the token, even on loopback
+        RolloutClient(client.base, timeout=10, token="").sync_weights(model, tok, tmp_path / "no_token", ONE)
 
 
 def test_responses_without_token_ids_or_logprobs_are_named_errors():
@@ -239,10 +251,13 @@ def test_logprob_gap_by_hand():
     assert logprob_gap(r, t, torch.zeros_like(m)) == {"mean_abs": 0.0, "max_abs": 0.0, "mean_signed": 0.0}
 
 
-def test_serve_refuses_a_public_host_and_needs_a_model(capsys):
+def test_unknown_sync_protocol_is_an_error_naming_it():
+    with pytest.raises(ShiftkitError, match="rollout_sync='nccl' is not a weight-sync protocol.*sglang, vllm"):
+        RolloutClient("http://127.0.0.1:1/v1", sync="nccl")
+
+
+def test_serve_needs_a_model(capsys):
     from shiftkit.cli import main
 
-    with pytest.raises(ShiftkitError, match="loopback"):
-        CompletionServer(None, None, host="0.0.0.0")
     assert main(["serve"]) == 2
     assert capsys.readouterr().err.strip() == "error: serve needs model=<HF model dir> (or --model DIR)"

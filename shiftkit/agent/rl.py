@@ -45,7 +45,7 @@ from shiftkit import losses as L
 from shiftkit.agent import toytask as TT
 from shiftkit.agent.critic import ValueModel, critic_error, returns_mc
 from shiftkit.errors import ShiftkitError
-from shiftkit.remote import RolloutClient, logprob_gap
+from shiftkit.remote import RolloutClient, RolloutSync, logprob_gap
 from shiftkit import logprobs as LP
 from shiftkit import microbatch as MB
 from shiftkit.sampling import sample
@@ -206,6 +206,7 @@ class AgenticRLConfig(MB.MemoryConfig):
     warm_p_correct: float = 0.4
     save_every: int = 0  # resumable checkpoint every N steps (policy, critic, both optimizers)
     rollout_url: str = ""  # training rollouts from this completions server (shiftkit serve, vLLM, SGLang), synced every step ("" = in process)
+    rollout_sync: RolloutSync = "sglang"  # weight-sync route of that server: sglang | vllm (see shiftkit.remote)
     threads: int = 1
     overwrite: bool = False
     progress: bool = False
@@ -317,7 +318,7 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
         return {f"eval/{k}": v for k, v in evaluate_toy(policy, tok, evals, cfg.max_turns, cfg.max_new_tokens).items()}
 
     kit.first_eval(st, eval_fn)
-    client = RolloutClient(cfg.rollout_url) if cfg.rollout_url else None
+    client = RolloutClient(cfg.rollout_url, sync=cfg.rollout_sync) if cfg.rollout_url else None
     if client is not None:  # the server samples from the run's policy (the warm start, or the resumed checkpoint)
         client.sync_weights(policy, tok, run.path / "rollout_weights", d)
     if st.first_eval:

@@ -41,7 +41,8 @@ def test_client_gets_the_models_own_generation(served):
 
 def test_http_errors_are_model_errors(served):
     s, _, _ = served
-    req = urllib.request.Request(s.url + "/chat/completions", data=b"{not json", method="POST")
+    req = urllib.request.Request(s.url + "/chat/completions", data=b"{not json", method="POST",
+                                 headers={"Content-Type": "application/json"})
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(req)
     assert e.value.code == 400

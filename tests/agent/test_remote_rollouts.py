@@ -30,6 +30,7 @@ def test_served_rollouts_reproduce_the_in_process_run(tmp_path, monkeypatch):
     warm = tmp_path / "warm"
     run_agentic_rl(_cfg(tmp_path / "local", warm))
     tok = make_char_tokenizer()
+    monkeypatch.setenv("SHIFTKIT_SERVE_TOKEN", "t0k")  # the server requires it on the weight route, the client sends it
     server = CompletionServer(make_tiny_model(WEAK_SPEC, seed=5), tok).start()  # other weights until the first sync
     try:
         run_agentic_rl(_cfg(tmp_path / "remote", warm, rollout_url=server.url))
