@@ -174,3 +174,7 @@ def register(sub) -> None:
     ksub = p.add_subparsers(dest="kernels_command", metavar="KERNELS_COMMAND")
     for fn in (register_eval, register_eval_set, register_import):
         fn(ksub)
+    from shiftkit.cli import add_config_args, config_from_args
+    from shiftkit.kernels.service import register_cli as register_service  # serve, dataset (issue 18)
+
+    register_service(ksub, add_config_args, config_from_args)
