@@ -136,8 +136,9 @@ def make_job(problem_source: str, files: dict[str, str] | str, mode: str = "veri
         if not isinstance(text, str):
             raise JobError(f"solution file {rel!r} must be text")
         clean[_check_rel(rel)] = text
-    if len(clean) > 1 and "model_new.py" not in clean:
-        raise JobError("a workspace solution needs model_new.py")
+    single = len(clean) == 1 and next(iter(clean)).endswith(".py") and next(iter(clean)) != "model_new.py"
+    if not single and "model_new.py" not in clean:
+        raise JobError("a workspace solution needs model_new.py (or send one .py file)")
     cfg = dict(config or {})
     if not isinstance(cfg, dict):
         raise JobError("config must be an object of EvalConfig fields")
