@@ -52,10 +52,9 @@ def completion_text(c) -> str:
 
 def _path_of(info: str) -> str | None:
     """The file an info string names (``python model_new.py``, ``cpp kernels/a.cpp``, ``kernels/a.cpp``)."""
-    words = info.strip().split()
-    for w in words:
+    for w in info.strip().split():
         w = w.strip().removeprefix("file=").removeprefix("path=").strip("\"'")
-        if "." in w and w.lower() not in _LANGS and not w.startswith("."):
+        if w.lower() not in _LANGS and ("/" in w or "." in w):
             return w
     return None
 
