@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import pickle
 import queue
@@ -324,7 +325,7 @@ class _Slot:
         _write_frame(self.proc.stdin, job)
 
     def wait(self, timeout: float) -> bool:
-        r, _, _ = select.select([self.proc.stdout], [], [], max(0.0, timeout))
+        r, _, _ = select.select([self.proc.stdout], [], [], None if math.isinf(timeout) else max(0.0, timeout))
         return bool(r)
 
     def recv(self):
@@ -386,6 +387,7 @@ class EvalPool:
 
     # ---- submission
     def submit(self, job: Job, deadline_s: float | None = None) -> Future:
+        """Queue ``job``; its deadline (``default_deadline_s`` when None; ``math.inf`` for none) counts from now."""
         fut: Future = Future()
         hit = self.cache.get(job)
         if hit is not None:
@@ -471,7 +473,8 @@ class EvalPool:
     def run_pairs(self, pairs: list[tuple[str, str]], config: EvalConfig, out_path: str | Path | None = None,
                   progress: bool = True, on_result: Callable[[dict], None] | None = None) -> list[dict]:
         """``kernels eval-set`` on this pool: one job per (problem file, solution), results in input order
-        (written to ``out_path`` as JSONL as they finish), each with ``problem`` (stem) and ``solution`` (path)."""
+        (written to ``out_path`` as JSONL as they finish), each with ``problem`` (stem) and ``solution`` (path).
+        No pool deadline (the evaluation's own timeouts bound each job); the queue must hold every pair."""
         from tqdm import tqdm
 
         cfg = {k: v for k, v in dataclasses.asdict(config).items()
@@ -480,7 +483,7 @@ class EvalPool:
         futs = []
         for p, s in pairs:
             try:
-                futs.append((p, s, self.submit(job_from_paths(p, s, mode, cfg))))
+                futs.append((p, s, self.submit(job_from_paths(p, s, mode, cfg), math.inf)))
             except (JobError, OSError) as e:
                 f: Future = Future()
                 f.set_result({"error": str(e), "status": 400})
