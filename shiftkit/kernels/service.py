@@ -599,7 +599,7 @@ def register_cli(ksub, add_config_args, config_from_args) -> None:
     add_config_args(p, {"--host": "host", "--port": "port", "--slots": "slots", "--token": "token",
                         "--backend": "backend"}, backend={"choices": ["cpu", "cuda"]})
     p.set_defaults(func=cmd_serve)
-    p = ksub.add_parser("dataset", help="RL rows (prompt, problem) from synth output or KernelBench problems")
+    p = ksub.add_parser("dataset", help="RL rows (prompt, problem column) from a generated or KernelBench problem set")
     p.add_argument("source_pos", nargs="?", metavar="SOURCE", default=None, help="alias of source=...")
     add_config_args(p, {"--out": "out", "--backend": "backend", "--format": "format"})
     p.set_defaults(func=cmd_dataset)
