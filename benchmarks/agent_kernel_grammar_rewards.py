@@ -49,6 +49,7 @@ def main() -> None:
     a = ap.parse_args()
     rng = random.Random(f"grammar-rewards:{a.seed}")
     names = [n for s in a.splits.split(",") for n in G.SPLITS[s]]
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     env = LocalKernelEnv()
     samples = []
     t0 = time.time()
@@ -71,7 +72,6 @@ def main() -> None:
     for k in G.SLOTS:
         by_slot[k] = {v: fractions([s["reward"] for s in ok if f"{k}={v}" in s["composition"].split()])
                       for v in G.SLOTS[k]}
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     res = {"what": "real environment reward over uniformly random grammar compositions (profile mode)",
            "command": "python " + " ".join(sys.argv), "commit": commit, "seed": a.seed, "n": a.n,
            "task_config": TASK_CONFIG, "overall": fractions([s["reward"] for s in ok]),

@@ -175,11 +175,27 @@ def make_kernel_reward(kernel_env_url: str = "", token: str = "", mode: str = "p
     return kernel
 
 
+_CONFIGURED: list = []
+
+
+def configure(kernel_env_url: str = "", token: str = "", mode: str = "profile", config: dict | None = None,
+              slots: int = 0):
+    """Bind :func:`kernel_reward` (the registered ``kernel`` reward) for this process: a served environment
+    (``kernel_env_url``), a local pool (``slots``) or this process; ``mode`` and EvalConfig overrides.
+    Returns the bound function. A loop calls this once from its config before training."""
+    old = _CONFIGURED[:]
+    _CONFIGURED[:] = [make_kernel_reward(kernel_env_url, token, mode, config, slots)]
+    for fn in old:
+        fn.env.close()
+    return _CONFIGURED[0]
+
+
 def kernel_reward(prompts, completions, problem, problem_name=None, log_extra=None, log_metric=None, **kwargs):
-    """TRL-signature ``kernel`` reward on the in-process environment, ``profile`` mode (the milestones)."""
+    """TRL-signature ``kernel`` reward: the environment bound by :func:`configure`, else this process in
+    ``profile`` mode (the milestones)."""
     from shiftkit.kernels.envclient import default_env
 
-    fn = make_kernel_reward(env=default_env())
+    fn = _CONFIGURED[0] if _CONFIGURED else make_kernel_reward(env=default_env())
     return fn(prompts, completions, problem, problem_name, log_extra, log_metric, **kwargs)
 
 
