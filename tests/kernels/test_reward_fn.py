@@ -136,3 +136,29 @@ def test_reward_on_the_real_environment_both_formats():
     out, extra, _ = call(fn, [fenced(CORRECT), workspace, fenced(noop)], [PROBLEM] * 3, ["scale_shift_clamp"] * 3)
     assert out == [1.0, 1.0, -1.0], extra
     assert extra[1]["format"] == "workspace" and extra[2]["codes"]
+
+
+def test_configure_binds_the_registered_reward_to_a_service():
+    from shiftkit.kernels import reward_fn as R
+
+    try:
+        R.configure(kernel_env_url="http://127.0.0.1:9", mode="verify")  # nothing listens on port 9
+        with pytest.raises(ShiftkitError, match="unreachable.*kernels serve"):
+            call(R.kernel_reward, [fenced("class ModelNew: pass")], [PROBLEM])
+        out, extra, _ = call(R.kernel_reward, ["no answer"], [PROBLEM])  # no request needed: -1
+        assert out == [-1.0]
+    finally:
+        R._CONFIGURED.clear()
+    with pytest.raises(ShiftkitError, match="kernel_env_url must be http"):
+        R.configure(kernel_env_url="127.0.0.1:8000")
+
+
+def test_kernels_dataset_command(tmp_path, capsys):
+    from shiftkit.cli import main
+
+    out = tmp_path / "rows.jsonl"
+    assert main(["kernels", "dataset", str(FIX / "problems"), f"out={out}", "format=text", "--json"]) == 0
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert rows and all(isinstance(r["prompt"], str) and "class Model" in r["problem"] for r in rows)
+    assert main(["kernels", "dataset", str(tmp_path / "missing"), "--out", str(out)]) == 2
+    assert "kernels dataset" in capsys.readouterr().err
