@@ -295,3 +295,49 @@ def test_served_environment_end_to_end(tmp_path):
             proc.wait(20)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _ws_frame(op, payload, mask=b"\x01\x02\x03\x04"):
+    n = len(payload)
+    head = bytes([0x80 | op]) + (bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + n.to_bytes(2, "big"))
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def _ws_read(f):
+    h = f.read(2)
+    n = h[1] & 0x7F
+    if n == 126:
+        n = int.from_bytes(f.read(2), "big")
+    elif n == 127:
+        n = int.from_bytes(f.read(8), "big")
+    return h[0] & 0x0F, f.read(n)
+
+
+@pytest.mark.parametrize("server", [{"max_request_mb": 0.001}], indirect=True)
+def test_websocket_framing_ping_and_size_cap(server):
+    """RFC 6455 on a raw socket: the handshake, a reset, a ping answered with its pong while the session
+    is open, and a message over the cap refused with an error frame and close code 1009."""
+    url, _ = server
+    port = int(url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        f = s.makefile("rb")
+        status = f.readline()
+        headers = {}
+        while (line := f.readline()) not in (b"\r\n", b""):
+            k, _, v = line.decode().partition(":")
+            headers[k.strip().lower()] = v.strip()
+        assert b"101" in status and headers["sec-websocket-accept"] == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="  # RFC 6455 sample
+        s.sendall(_ws_frame(0x1, json.dumps({"type": "reset", "data": {}}).encode()))
+        op, data = _ws_read(f)
+        assert op == 0x1 and json.loads(data)["type"] == "observation"
+        s.sendall(_ws_frame(0x9, b"hb"))
+        assert _ws_read(f) == (0xA, b"hb")
+        s.sendall(_ws_frame(0x1, b"{not json"))
+        assert json.loads(_ws_read(f)[1])["data"]["code"] == "INVALID_JSON"
+        s.sendall(_ws_frame(0x1, json.dumps({"type": "step", "data": {"solution": "x" * 2000}}).encode()))
+        op, data = _ws_read(f)
+        assert op == 0x1 and json.loads(data)["data"]["code"] == "VALIDATION_ERROR" and "bytes" in json.loads(data)["data"]["message"]
+        op, data = _ws_read(f)
+        assert op == 0x8 and int.from_bytes(data[:2], "big") == 1009
