@@ -34,20 +34,10 @@ from pathlib import Path, PurePosixPath
 
 from shiftkit.errors import ShiftkitError
 from shiftkit.kernels.pool import SOURCE_SUFFIXES
+from shiftkit.rewards import completion_text  # noqa: F401 - the completion's text, as every reward reads it
 
 _FENCE = re.compile(r"^```[ \t]*([^\n`]*)\n(.*?)^```[ \t]*$", re.M | re.S)
 _LANGS = {"python", "py", "cpp", "c++", "c", "cuda", "cu", "h", "hpp", "text", ""}
-
-
-def completion_text(c) -> str:
-    """A completion's text: a string or TRL's ``[{"role": "assistant", "content": ...}]``."""
-    if isinstance(c, str):
-        return c
-    if isinstance(c, list):
-        return "".join(str(m.get("content", "")) for m in c if isinstance(m, dict))
-    if isinstance(c, dict):
-        return str(c.get("content", ""))
-    return str(c)
 
 
 def _path_of(info: str) -> str | None:
@@ -222,17 +212,14 @@ def load_problem_rows(source: str | Path) -> list[dict]:
         for f in files:
             rows.append({"problem_name": _name(f.stem), "problem": f.read_text(), "data_source": f"file:{f.name}"})
     elif src.is_file() and src.suffix == ".jsonl":
-        for ln, line in enumerate(src.read_text().splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ShiftkitError(f"kernels dataset: {src}:{ln} is not JSON ({e.msg})") from None
+        from shiftkit.data import _jsonl
+
+        raw = _jsonl(src)
+        for k, d in enumerate(raw.rows):
             code = d.get("code") or d.get("problem")
             if not isinstance(code, str):
-                raise ShiftkitError(f"kernels dataset: {src}:{ln} has no 'code' or 'problem' source field")
-            rows.append({"problem_name": _name(str(d.get("id") or d.get("problem_name") or f"row{ln}")), "problem": code,
+                raise ShiftkitError(f"kernels dataset: {raw.where(k)} has no 'code' or 'problem' source field")
+            rows.append({"problem_name": _name(str(d.get("id") or d.get("problem_name") or f"row{k + 1}")), "problem": code,
                          "data_source": str(d.get("data_source", "jsonl"))})
     else:
         raise ShiftkitError(f"kernels dataset: {src} is not a synth output directory, a problem directory or a .jsonl")
