@@ -36,6 +36,7 @@ def main() -> None:
     ap.add_argument("--compile-backend", default="inductor")
     ap.add_argument("--out", default="benchmarks/results/agent_synth_throughput.json")
     a = ap.parse_args()
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="sk-synth-bench-") as d:
         cfg = SynthConfig(out=d, n=a.n, seed=a.seed, compile_backend=a.compile_backend, overwrite=True)
         t0 = time.perf_counter()
@@ -55,7 +56,6 @@ def main() -> None:
     example = {}
     for r in rej:
         example.setdefault(r["filter"], r["reason"][:160])
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     res = {"what": "agent synth throughput: admitted problems per minute of wall time, and reject reasons",
            "command": "python " + " ".join(sys.argv), "commit": commit, "peer": None,
            "matched": {"n": a.n, "seed": a.seed, "compile_backend": a.compile_backend, "threads": cfg.threads,
