@@ -124,6 +124,9 @@ class ServeJob(EvalConfig):
 
     def validate(self) -> None:
         super().validate()
+        if self.profile is not True:
+            raise ShiftkitError("kernels serve: profile is chosen per request (action mode=profile|verify|compile), "
+                                "not by the server; drop profile=")
         if not self.token:
             self.token = os.environ.get("SHIFTKIT_KERNEL_SERVE_TOKEN", "")
         if self.host not in LOOPBACK and not self.token:

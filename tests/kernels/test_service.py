@@ -131,6 +131,8 @@ def test_exposing_needs_a_token_and_the_token_is_checked(monkeypatch):
     with pytest.raises(ShiftkitError, match="token"):
         ServeJob(host="0.0.0.0", port=0).validate()
     ServeJob(host="0.0.0.0", port=0, token="t").validate()
+    with pytest.raises(ShiftkitError, match="per request"):
+        ServeJob(port=0, profile=False).validate()  # a key the server would ignore is an error
 
 
 @pytest.mark.parametrize("server", [{"token": "s3cret"}], indirect=True)
