@@ -119,6 +119,7 @@ class ServeJob(EvalConfig):
     deadline_s: float = 900.0  # a request's longest life (its timeout_s is capped by this)
     max_request_mb: float = 4.0  # request body / WebSocket message cap
     max_sessions: int = 64  # concurrent WebSocket sessions
+    session_idle_s: float = 600.0  # a WebSocket session that sends nothing (not even a ping) this long is closed
     cache_timing: bool = False  # reuse profile verdicts (timings) of identical requests; off: re-measure
     cache_entries: int = 4096
 
@@ -134,8 +135,8 @@ class ServeJob(EvalConfig):
                                 "(or $SHIFTKIT_KERNEL_SERVE_TOKEN), or keep host=127.0.0.1")
         if self.slots < 1 or self.queue < 0 or self.max_sessions < 1:
             raise ShiftkitError("kernels serve: slots and max_sessions must be >= 1 and queue >= 0")
-        if self.deadline_s <= 0 or self.max_request_mb <= 0:
-            raise ShiftkitError("kernels serve: deadline_s and max_request_mb must be > 0")
+        if self.deadline_s <= 0 or self.max_request_mb <= 0 or self.session_idle_s <= 0:
+            raise ShiftkitError("kernels serve: deadline_s, max_request_mb and session_idle_s must be > 0")
 
 
 # ----------------------------------------------------------------------------- the environment
@@ -466,6 +467,7 @@ def make_server(svc: KernelService) -> ThreadingHTTPServer:
             self.wfile.flush()
             self.close_connection = True
             ws = _WS(self.rfile, self.wfile, cap)
+            self.connection.settimeout(job.session_idle_s)  # OpenEnv clients ping every 20 s by default
             with svc.lock:
                 full = svc.sessions >= job.max_sessions
                 if not full:
@@ -496,7 +498,9 @@ def make_server(svc: KernelService) -> ThreadingHTTPServer:
                     if op == 0xA:
                         continue
                     inbox.put(data)
-            except (EOFError, ConnectionError, OSError, socket.timeout):
+            except socket.timeout:
+                ws.close(1001, "idle")
+            except (EOFError, ConnectionError, OSError):
                 pass
             finally:
                 inbox.put(None)

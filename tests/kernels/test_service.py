@@ -315,11 +315,12 @@ def _ws_read(f):
     return h[0] & 0x0F, f.read(n)
 
 
-@pytest.mark.parametrize("server", [{"max_request_mb": 0.001}], indirect=True)
+@pytest.mark.parametrize("server", [{"max_request_mb": 0.001, "session_idle_s": 3}], indirect=True)
 def test_websocket_framing_ping_and_size_cap(server):
     """RFC 6455 on a raw socket: the handshake, a reset, a ping answered with its pong while the session
-    is open, and a message over the cap refused with an error frame and close code 1009."""
-    url, _ = server
+    is open, a message over the cap refused with an error frame and close code 1009, and an idle
+    session closed with 1001 (its slot freed)."""
+    url, svc = server
     port = int(url.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
         s.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -343,3 +344,16 @@ def test_websocket_framing_ping_and_size_cap(server):
         assert op == 0x1 and json.loads(data)["data"]["code"] == "VALIDATION_ERROR" and "bytes" in json.loads(data)["data"]["message"]
         op, data = _ws_read(f)
         assert op == 0x8 and int.from_bytes(data[:2], "big") == 1009
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        f = s.makefile("rb")
+        while f.readline() not in (b"\r\n", b""):
+            pass
+        assert svc.sessions == 1
+        op, data = _ws_read(f)  # nothing sent: closed after session_idle_s
+        assert op == 0x8 and int.from_bytes(data[:2], "big") == 1001
+        t0 = time.monotonic()
+        while svc.sessions:
+            assert time.monotonic() - t0 < 10
+            time.sleep(0.05)
