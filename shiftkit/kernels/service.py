@@ -48,7 +48,7 @@ import hmac
 import json
 import os
 import queue
-import socket
+import select
 import struct
 import threading
 import uuid
@@ -103,6 +103,7 @@ class Session:
     problem_name: str = "problem"
     episode_id: str | None = None
     step_count: int = 0
+    busy: bool = False  # a WebSocket request of this session is being handled
 
     def state(self) -> dict:
         return {"episode_id": self.episode_id, "step_count": self.step_count,
@@ -282,15 +283,30 @@ class KernelService:
 # ----------------------------------------------------------------------------- WebSocket (RFC 6455, server side)
 
 class _WS:
-    def __init__(self, rfile, wfile, max_bytes: int):
-        self.r, self.w, self.max_bytes = rfile, wfile, max_bytes
+    """Frames on the raw socket (own read buffer), so waiting for the next frame can time out and resume."""
+
+    def __init__(self, sock, wfile, max_bytes: int, leftover: bytes = b""):
+        self.sock, self.w, self.max_bytes = sock, wfile, max_bytes
+        self.buf = bytearray(leftover)
         self.wlock = threading.Lock()
+        self.closed = False
+
+    def wait_frame(self, idle_s: float) -> bool:
+        """True when a frame's first bytes are here or arrive within ``idle_s``."""
+        if self.buf:
+            return True
+        r, _, _ = select.select([self.sock], [], [], idle_s)
+        return bool(r)
 
     def _read(self, n: int) -> bytes:
-        b = self.r.read(n)
-        if b is None or len(b) < n:
-            raise EOFError
-        return b
+        while len(self.buf) < n:
+            chunk = self.sock.recv(max(65536, n - len(self.buf)))
+            if not chunk:
+                raise EOFError
+            self.buf += chunk
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
 
     def recv(self) -> tuple[int, bytes]:
         """One message (opcode, payload); control frames come back as they arrive."""
@@ -333,6 +349,9 @@ class _WS:
         self.send(0x1, json.dumps(obj, default=str).encode())
 
     def close(self, code: int = 1000, reason: str = "") -> None:
+        if self.closed:  # one close frame per connection
+            return
+        self.closed = True
         try:
             self.send(0x8, struct.pack(">H", code) + reason.encode()[:120])
         except OSError:
@@ -466,8 +485,13 @@ def make_server(svc: KernelService) -> ThreadingHTTPServer:
             self.end_headers()
             self.wfile.flush()
             self.close_connection = True
-            ws = _WS(self.rfile, self.wfile, cap)
-            self.connection.settimeout(job.session_idle_s)  # OpenEnv clients ping every 20 s by default
+            self.connection.setblocking(False)  # take what the HTTP reader already buffered past the headers
+            try:
+                leftover = self.rfile.read1(1 << 16) or b""
+            except (BlockingIOError, OSError):
+                leftover = b""
+            self.connection.settimeout(60.0)  # a frame that stalls half-sent ends the session
+            ws = _WS(self.connection, self.wfile, cap, leftover)
             with svc.lock:
                 full = svc.sessions >= job.max_sessions
                 if not full:
@@ -483,6 +507,11 @@ def make_server(svc: KernelService) -> ThreadingHTTPServer:
             worker.start()
             try:
                 while True:
+                    if not ws.wait_frame(job.session_idle_s):  # OpenEnv clients ping every 20 s by default
+                        if session.busy or not inbox.empty():
+                            continue  # a request is being judged: idle means nothing in flight
+                        ws.close(1001, "idle")
+                        break
                     try:
                         op, data = ws.recv()
                     except OverflowError as e:
@@ -498,8 +527,6 @@ def make_server(svc: KernelService) -> ThreadingHTTPServer:
                     if op == 0xA:
                         continue
                     inbox.put(data)
-            except socket.timeout:
-                ws.close(1001, "idle")
             except (EOFError, ConnectionError, OSError):
                 pass
             finally:
@@ -513,35 +540,44 @@ def make_server(svc: KernelService) -> ThreadingHTTPServer:
                 raw = inbox.get()
                 if raw is None:
                     return
+                session.busy = True
                 try:
-                    msg = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                    ws.send_json(_ws_error(f"Invalid JSON: {e}", "INVALID_JSON"))
-                    continue
-                kind = msg.get("type") if isinstance(msg, dict) else None
-                data = msg.get("data", {}) if isinstance(msg, dict) else None
-                try:
-                    if kind == "reset":
-                        ws.send_json({"type": "observation", "data": svc.reset(session, data or {})})
-                    elif kind == "step":
-                        ws.send_json({"type": "observation", "data": svc.step(session, data)})
-                    elif kind == "state":
-                        ws.send_json({"type": "state", "data": session.state()})
-                    elif kind == "close":
-                        ws.close(1000)
-                        return
-                    elif kind == "mcp":
-                        ws.send_json({"type": "mcp", "data": svc.mcp(data or {}, session)})
-                    else:
-                        ws.send_json(_ws_error(f"Unknown message type: {kind}", "UNKNOWN_TYPE"))
-                except BadRequest as e:
-                    code = "VALIDATION_ERROR" if e.status < 500 and e.status != 503 else (
-                        "CAPACITY_REACHED" if e.status == 503 else "EXECUTION_ERROR")
-                    ws.send_json(_ws_error(e.detail, code, status=e.status))
+                    self._ws_handle(ws, session, raw)
                 except OSError:
                     return
-                except Exception as e:  # noqa: BLE001
-                    ws.send_json(_ws_error(f"{type(e).__name__}: {e}", "EXECUTION_ERROR"))
+                finally:
+                    session.busy = False
+
+        def _ws_handle(self, ws: _WS, session: Session, raw: bytes) -> None:
+            """One client message -> one answer frame (OpenEnv's message types and error codes)."""
+            try:
+                msg = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                ws.send_json(_ws_error(f"Invalid JSON: {e}", "INVALID_JSON"))
+                return
+            kind = msg.get("type") if isinstance(msg, dict) else None
+            data = msg.get("data", {}) if isinstance(msg, dict) else None
+            try:
+                if kind == "reset":
+                    ws.send_json({"type": "observation", "data": svc.reset(session, data or {})})
+                elif kind == "step":
+                    ws.send_json({"type": "observation", "data": svc.step(session, data)})
+                elif kind == "state":
+                    ws.send_json({"type": "state", "data": session.state()})
+                elif kind == "close":
+                    ws.close(1000)
+                elif kind == "mcp":
+                    ws.send_json({"type": "mcp", "data": svc.mcp(data or {}, session)})
+                else:
+                    ws.send_json(_ws_error(f"Unknown message type: {kind}", "UNKNOWN_TYPE"))
+            except BadRequest as e:
+                code = "VALIDATION_ERROR" if e.status < 500 and e.status != 503 else (
+                    "CAPACITY_REACHED" if e.status == 503 else "EXECUTION_ERROR")
+                ws.send_json(_ws_error(e.detail, code, status=e.status))
+            except OSError:
+                raise
+            except Exception as e:  # noqa: BLE001 - the session goes on; the client gets one line
+                ws.send_json(_ws_error(f"{type(e).__name__}: {e}", "EXECUTION_ERROR"))
 
     return _Server((job.host, job.port), Handler)
 

@@ -357,3 +357,30 @@ def test_websocket_framing_ping_and_size_cap(server):
         while svc.sessions:
             assert time.monotonic() - t0 < 10
             time.sleep(0.05)
+
+
+def _ws_open(port):
+    s = socket.create_connection(("127.0.0.1", port), timeout=120)
+    s.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+              b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+    f = s.makefile("rb")
+    while f.readline() not in (b"\r\n", b""):
+        pass
+    return s, f
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server", [{"session_idle_s": 2, "deadline_s": 8}], indirect=True)
+def test_websocket_session_is_not_idle_while_its_request_runs(server):
+    """A request that runs longer than session_idle_s keeps its session (the answer, here the deadline's
+    one-line 504, arrives on the same socket); only a session with nothing in flight is idle."""
+    url, svc = server
+    s, f = _ws_open(int(url.rsplit(":", 1)[1]))
+    with s:
+        s.sendall(_ws_frame(0x1, json.dumps({"type": "step", "data": {"problem": SLEEPY, "solution": CORRECT,
+                                                                       "mode": "compile"}}).encode()))
+        op, data = _ws_read(f)
+        msg = json.loads(data)
+        assert op == 0x1 and msg["type"] == "error" and msg["data"]["status"] == 504 and "deadline" in msg["data"]["message"]
+        op, data = _ws_read(f)  # then, with nothing in flight, the idle close
+        assert op == 0x8 and int.from_bytes(data[:2], "big") == 1001
