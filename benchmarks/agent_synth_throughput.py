@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
