@@ -27,7 +27,9 @@ environment's fp32 tolerance whatever its summation order (a sum of cubes was dr
 accumulation in column order failed the 1e-4 check on cancellation).
 
 Format the policy emits (:func:`format_composition` / :func:`parse_composition`): the five
-``slot=value`` words separated by single spaces, e.g. ``order=rc block=0 vec=simd omp=off variant=exact``.
+``slot=value`` words separated by single spaces, e.g. ``order=rc block=0 vec=simd omp=off variant=exact``,
+or the compact form, the bare values in slot order (``rc 0 simd off exact``: every value word is
+unique, 19-25 characters for the character-level tiny models).
 :data:`VOCAB` lists the ten slot words and the value words, for a word-level tokenizer.
 :func:`prompt_for` is the policy's prompt; :func:`sft_rows` gives SFT data of random valid
 compositions (chat rows); :func:`grammar_reward` is a TRL-signature reward on that format.
@@ -72,19 +74,25 @@ def random_composition(rng: random.Random) -> Composition:
     return Composition(*(rng.choice(v) for v in SLOTS.values()))
 
 
-def format_composition(c: Composition) -> str:
-    return " ".join(f"{k}={getattr(c, k)}" for k in SLOTS)
+def format_composition(c: Composition, compact: bool = False) -> str:
+    """``order=rc block=0 vec=simd omp=off variant=exact``, or with ``compact`` the bare values in slot
+    order, ``rc 0 simd off exact`` (19-25 characters: what a character-level tiny policy emits)."""
+    return " ".join(getattr(c, k) if compact else f"{k}={getattr(c, k)}" for k in SLOTS)
 
 
 def parse_composition(text: str) -> Composition:
-    """The composition in ``text`` (the first line that holds one); raises ValueError with a one-line reason."""
-    line = next((ln.strip() for ln in str(text).strip().splitlines() if "=" in ln), "")
+    """The composition in ``text``: the first non-empty line, as ``slot=value`` words or bare values in
+    slot order. Raises ValueError with a one-line reason."""
+    line = next((ln.strip() for ln in str(text).strip().splitlines() if ln.strip()), "")
     words = line.split()
     if len(words) != len(SLOTS):
-        raise ValueError(f"expected {len(SLOTS)} slot=value words ({' '.join(f'{k}=' for k in SLOTS)}), got {len(words)}")
+        raise ValueError(f"expected {len(SLOTS)} words ({' '.join(f'{k}=' for k in SLOTS)}, or the bare values), "
+                         f"got {len(words)}")
     vals = {}
     for w, k in zip(words, SLOTS):
-        key, _, val = w.partition("=")
+        key, eq, val = w.partition("=")
+        if not eq:
+            key, val = k, w
         if key != k:
             raise ValueError(f"expected slot {k!r} at position {list(SLOTS).index(k) + 1}, got {key!r}")
         vals[k] = val
@@ -253,15 +261,16 @@ def prompt_for(p: GProblem) -> str:
     return f"task {p.family} {p.func} {p.rows}x{p.cols}\nkernel:"
 
 
-def sft_rows(n: int, seed: int = 0, split: str = "train") -> list[dict]:
+def sft_rows(n: int, seed: int = 0, split: str = "train", compact: bool = True) -> list[dict]:
     """``n`` SFT rows of random valid compositions on the split's problems (TRL prompt-completion format,
-    plus the ``problem`` source and ``problem_name`` columns the kernel reward reads)."""
+    plus the ``problem`` source and ``problem_name`` columns the kernel reward reads); completions in the
+    compact format by default."""
     rng = random.Random(f"kernel-grammar-sft:{seed}")
     names = SPLITS[split]
     rows = []
     for _ in range(n):
         p = PROBLEMS[rng.choice(names)]
-        rows.append({"prompt": prompt_for(p), "completion": " " + format_composition(random_composition(rng)),
+        rows.append({"prompt": prompt_for(p), "completion": " " + format_composition(random_composition(rng), compact),
                      "problem": p.source(), "problem_name": p.name})
     return rows
 

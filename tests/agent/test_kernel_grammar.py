@@ -19,11 +19,16 @@ def test_format_and_parse_round_trip_every_composition():
     for c in comps:
         text = G.format_composition(c)
         assert G.parse_composition(text) == c and G.parse_composition(f"\n  {text}\nmore") == c
+        short = G.format_composition(c, compact=True)
+        assert G.parse_composition(short) == c and len(short) <= 25
         assert all(w.split("=")[0] + "=" in G.VOCAB and w.split("=")[1] in G.VOCAB for w in text.split())
 
 
 @pytest.mark.parametrize("text,word", [
     ("order=rc block=0 vec=simd omp=off", "expected 5"),
+    ("rc 0 simd off", "expected 5"),
+    ("cr 0 simd off nope", "variant='nope'"),
+    ("0 rc simd off exact", "order='0'"),
     ("block=0 order=rc vec=simd omp=off variant=exact", "expected slot 'order'"),
     ("order=rc block=32 vec=simd omp=off variant=exact", "block='32'"),
     ("", "expected 5"),
