@@ -37,6 +37,10 @@ child is replaced). Bodies must be ``application/json`` and at most ``max_reques
 gets a 4xx whose JSON ``detail`` is one line (400 malformed, 401 token, 404 route, 411/413 size, 415
 type, 422 schema), 503 when the queue is full, 504 past the deadline. Loopback by default; binding
 another address needs ``token`` (``Authorization: Bearer <token>``, on every route but ``/health``).
+A problem is trusted code (its reference ``Model`` runs in the pool, outside the candidate sandbox): a
+request may send its source (``inline_problems=true``, the default, so the token holder is trusted) or
+name one of the server's own problems (``problems=DIR``; ``inline_problems=false`` accepts only those:
+403 otherwise).
 """
 
 from __future__ import annotations
@@ -122,6 +126,8 @@ class ServeJob(EvalConfig):
     max_sessions: int = 64  # concurrent WebSocket sessions
     session_idle_s: float = 600.0  # a WebSocket session that sends nothing (not even a ping) this long is closed
     cache_timing: bool = False  # reuse profile verdicts (timings) of identical requests; off: re-measure
+    problems: str = ""  # directory of problem files that requests may name (problem_name=<file stem>) instead of sending
+    inline_problems: bool = True  # accept problem sources in requests: problem code runs unsandboxed in the pool, so the token holder is trusted
     cache_entries: int = 4096
 
     def validate(self) -> None:
@@ -136,6 +142,8 @@ class ServeJob(EvalConfig):
                                 "(or $SHIFTKIT_KERNEL_SERVE_TOKEN), or keep host=127.0.0.1")
         if self.slots < 1 or self.queue < 0 or self.max_sessions < 1:
             raise ShiftkitError("kernels serve: slots and max_sessions must be >= 1 and queue >= 0")
+        if not self.inline_problems and not self.problems:
+            raise ShiftkitError("kernels serve: inline_problems=false needs problems=DIR (the problems requests may name)")
         if self.deadline_s <= 0 or self.max_request_mb <= 0 or self.session_idle_s <= 0:
             raise ShiftkitError("kernels serve: deadline_s, max_request_mb and session_idle_s must be > 0")
 
@@ -153,6 +161,39 @@ class KernelService:
                              cache=VerdictCache(job.cache_entries, job.cache_timing), default_deadline_s=job.deadline_s)
         self.sessions = 0
         self.lock = threading.Lock()
+        self.registry = self._load_registry(job.problems) if job.problems else {}
+
+    @staticmethod
+    def _load_registry(d: str) -> dict[str, str]:
+        from pathlib import Path
+
+        root = Path(d)
+        if not root.is_dir():
+            raise ShiftkitError(f"kernels serve: problems={d} is not a directory")
+        reg = {f.stem: f.read_text() for f in sorted(root.glob("*.py")) if not f.name.startswith("_")}
+        bad = [n for n, src in reg.items() if "class Model" not in src]
+        if not reg or bad:
+            raise ShiftkitError(f"kernels serve: problems={d} " + (f"has non-problem files: {', '.join(bad[:3])}" if bad
+                                                                   else "has no problem .py files"))
+        return reg
+
+    def resolve_problem(self, source, name, session: "Session | None" = None) -> tuple[str | None, str]:
+        """The problem's (source, name): the request's source (if inline problems are allowed), else the
+        server's problem of that name, else the session's."""
+        if source is not None:
+            if not self.job.inline_problems:
+                raise BadRequest(403, "this server takes problems by name only (problems=DIR); send problem_name, "
+                                      f"one of {', '.join(sorted(self.registry)[:5])}{', ...' if len(self.registry) > 5 else ''}")
+            if not isinstance(source, str) or "class Model" not in source:
+                raise BadRequest(422, "problem must be the source of a KernelBench-format problem")
+            return source, name or "problem"
+        if name is not None and (self.registry or not self.job.inline_problems):
+            if name not in self.registry:
+                raise BadRequest(404, f"no problem named {name!r} on this server")
+            return self.registry[name], name
+        if session is not None and session.problem is not None:
+            return session.problem, name or session.problem_name
+        return None, name or "problem"
 
     def reset(self, session: Session, data: dict) -> dict:
         if not isinstance(data, dict):
@@ -160,11 +201,9 @@ class KernelService:
         unknown = sorted(set(data) - {"problem", "problem_name", "seed", "episode_id"})
         if unknown:
             raise BadRequest(422, f"unknown reset field(s) {', '.join(unknown)}; known: problem, problem_name, seed, episode_id")
-        if data.get("problem") is not None:
-            if not isinstance(data["problem"], str) or "class Model" not in data["problem"]:
-                raise BadRequest(422, "problem must be the source of a KernelBench-format problem")
-            session.problem = data["problem"]
-        session.problem_name = str(data.get("problem_name") or session.problem_name)
+        src, name = self.resolve_problem(data.get("problem"), data.get("problem_name"), session)
+        if src is not None:
+            session.problem, session.problem_name = src, str(name)
         session.episode_id = str(data.get("episode_id") or uuid.uuid4().hex[:12])
         session.step_count = 0
         obs = {"problem_name": session.problem_name if session.problem else None, "tools": list(TOOLS),
@@ -176,10 +215,10 @@ class KernelService:
         return {"observation": obs, "reward": None, "done": False}
 
     def _evaluate(self, session: Session, a: dict, mode: str, timeout_s: float | None) -> dict:
-        problem = a.get("problem") if a.get("problem") is not None else session.problem
+        problem, name = self.resolve_problem(a.get("problem"), a.get("problem_name"), session)
         if problem is None:
-            raise BadRequest(422, "no problem: put its source in the action's 'problem' or reset(problem=...) first")
-        name = a.get("problem_name") or (session.problem_name if a.get("problem") is None else "problem")
+            raise BadRequest(422, "no problem: put its source in the action's 'problem' (or its problem_name on a server "
+                                  "with problems=DIR), or reset(problem=...) first")
         given = [k for k in ("solution", "files", "completion") if a.get(k) is not None]
         if len(given) != 1:
             raise BadRequest(422, "give exactly one of 'solution' (source), 'files' ({path: text}) or 'completion' "
@@ -414,8 +453,8 @@ def make_server(svc: KernelService) -> ThreadingHTTPServer:
             raw = self.rfile.read(n)
             try:
                 body = json.loads(raw or b"")
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise BadRequest(400, f"body is not JSON: {getattr(e, 'msg', e)}") from None
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+                raise BadRequest(400, f"body is not JSON: {getattr(e, 'msg', type(e).__name__)}") from None
             if not isinstance(body, dict):
                 raise BadRequest(400, "the body must be a JSON object")
             return body
@@ -552,8 +591,8 @@ def make_server(svc: KernelService) -> ThreadingHTTPServer:
             """One client message -> one answer frame (OpenEnv's message types and error codes)."""
             try:
                 msg = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                ws.send_json(_ws_error(f"Invalid JSON: {e}", "INVALID_JSON"))
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+                ws.send_json(_ws_error(f"Invalid JSON: {type(e).__name__}", "INVALID_JSON"))
                 return
             kind = msg.get("type") if isinstance(msg, dict) else None
             data = msg.get("data", {}) if isinstance(msg, dict) else None

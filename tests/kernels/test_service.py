@@ -384,3 +384,22 @@ def test_websocket_session_is_not_idle_while_its_request_runs(server):
         assert op == 0x1 and msg["type"] == "error" and msg["data"]["status"] == 504 and "deadline" in msg["data"]["message"]
         op, data = _ws_read(f)  # then, with nothing in flight, the idle close
         assert op == 0x8 and int.from_bytes(data[:2], "big") == 1001
+
+
+@pytest.mark.parametrize("server", [{"problems": str(FIX / "problems"), "inline_problems": False}], indirect=True)
+def test_problems_by_name_only(server):
+    """A deployment that must not run request-supplied problem code serves its own problem set."""
+    url, svc = server
+    code, body = http(url, "/step", {"action": {"problem": PROBLEM, "completion": "x"}})
+    assert code == 403 and "by name only" in one_line(body)
+    code, body = http(url, "/step", {"action": {"problem_name": "nope", "completion": "x"}})
+    assert code == 404 and "nope" in one_line(body)
+    code, r = http(url, "/reset", {"problem_name": "scale_shift_clamp"})
+    assert code == 200 and r["observation"]["problem_name"] == "scale_shift_clamp" and PROBLEM.strip() in r["observation"]["prompt"]
+    code, r = http(url, "/step", {"action": {"problem_name": "scale_shift_clamp", "completion": "no code"}})
+    assert code == 200 and r["reward"] == -1.0
+    code, body = http(url, "/step", raw=b"[" * 100000 + b"]" * 100000)
+    assert code == 400 and "not JSON" in one_line(body)  # a nesting bomb is a bad request, not a crash
+    assert http(url, "/health")[0] == 200 and svc.pool.stats()["done"] == 0
+    with pytest.raises(ShiftkitError, match="needs problems=DIR"):
+        ServeJob(port=0, inline_problems=False).validate()
