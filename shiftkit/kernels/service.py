@@ -54,7 +54,9 @@ import os
 import queue
 import select
 import struct
+import sys
 import threading
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -127,6 +129,7 @@ class ServeJob(EvalConfig):
     session_idle_s: float = 600.0  # a WebSocket session that sends nothing (not even a ping) this long is closed
     cache_timing: bool = False  # reuse profile verdicts (timings) of identical requests; off: re-measure
     problems: str = ""  # directory of problem files that requests may name (problem_name=<file stem>) instead of sending
+    quiet: bool = False  # no per-request log line on stderr
     inline_problems: bool = True  # accept problem sources in requests: problem code runs unsandboxed in the pool, so the token holder is trusted
     cache_entries: int = 4096
 
@@ -420,6 +423,12 @@ def make_server(svc: KernelService) -> ThreadingHTTPServer:
 
         def _send(self, code: int, obj: dict) -> None:
             body = json.dumps(obj, default=str).encode()
+            if not job.quiet and self.path.split("?")[0] != "/health":
+                t = time.monotonic() - getattr(self, "_t0", time.monotonic())
+                r = obj.get("reward") if isinstance(obj, dict) else None
+                line = f"{time.strftime('%H:%M:%S')} {self.command} {self.path.split('?')[0]} {code} {t:.1f}s"
+                line += f" reward={r:g}" if isinstance(r, (int, float)) else (f" {obj.get('detail', '')[:120]}" if code >= 400 else "")
+                print(line, file=sys.stderr, flush=True)
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -460,6 +469,7 @@ def make_server(svc: KernelService) -> ThreadingHTTPServer:
             return body
 
         def _route(self, method: str) -> None:
+            self._t0 = time.monotonic()
             path = self.path.split("?")[0].rstrip("/") or "/"
             try:
                 if method == "GET" and path == "/health":
