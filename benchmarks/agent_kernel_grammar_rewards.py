@@ -26,11 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from shiftkit.agent import kernel_grammar as G  # noqa: E402
 from shiftkit.kernels.envclient import LocalKernelEnv  # noqa: E402
 
-# The task's timing protocol: the environment's paired milestones with a smaller sample budget than
-# the default (1 block of 10-20 paired rounds instead of 3 blocks of 30-40), so an episode costs
-# seconds, not minutes, on a 2-core machine. The decision rule (5% margin, confidence intervals) is
-# the environment's own.
-TASK_CONFIG = {"timing_blocks": 1, "timed_calls": 10, "max_timed_calls": 20, "min_block_rounds": 5, "warmup": 2}
+TASK_CONFIG = G.TASK_EVAL_CONFIG  # the task's timing protocol (shiftkit/agent/kernel_grammar.py)
 
 
 def fractions(rs: list[float]) -> dict:

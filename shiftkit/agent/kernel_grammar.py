@@ -281,6 +281,13 @@ def rl_rows(split: str = "train") -> list[dict]:
             for n in SPLITS[split]]
 
 
+# The task's timing protocol: the environment's paired milestones with a smaller sample budget than its
+# default (1 block of 10-20 paired rounds instead of 3 blocks of 30-40), so a profiled composition costs
+# about a minute, not several, on a loaded 2-core machine. The decision rule (5% margin, confidence
+# intervals) is the environment's own.
+TASK_EVAL_CONFIG = {"timing_blocks": 1, "timed_calls": 10, "max_timed_calls": 20, "min_block_rounds": 5, "warmup": 2}
+
+
 def problem_from_name(name: str) -> GProblem:
     if name not in PROBLEMS:
         raise ValueError(f"unknown grammar problem {name!r}; known: {', '.join(PROBLEMS)}")
@@ -290,13 +297,14 @@ def problem_from_name(name: str) -> GProblem:
 def grammar_reward(prompts, completions, problem_name, env=None, config: dict | None = None, log_extra=None,
                    **kwargs) -> list[float]:
     """TRL-signature reward: parse each completion's composition, render it for the row's problem and
-    evaluate it in the real environment (``profile`` mode). A completion that does not parse is -1
-    (``format_error`` in the findings). ``env`` is a :class:`shiftkit.kernels.envclient.KernelEnv`
-    (default: in process)."""
-    from shiftkit.kernels.envclient import default_env
-    from shiftkit.kernels.reward_fn import completion_text
+    evaluate it in the real environment (``profile`` mode, :data:`TASK_EVAL_CONFIG` unless ``config``). A
+    completion that does not parse is -1 (``format_error`` in the findings). ``env`` is a
+    :class:`shiftkit.kernels.envclient.KernelEnv` (default: the one ``reward_fn.configure`` bound, e.g. a
+    ``kernels serve`` service, else this process)."""
+    from shiftkit.kernels.reward_fn import bound_env, completion_text
 
-    env = env or default_env()
+    env = env or bound_env()
+    config = TASK_EVAL_CONFIG if config is None else config
     out, extra = [], []
     for c, name in zip(completions, problem_name):
         p = problem_from_name(name)
@@ -306,7 +314,7 @@ def grammar_reward(prompts, completions, problem_name, env=None, config: dict | 
             out.append(-1.0)
             extra.append({"reward": -1.0, "reason": f"format_error: {e}", "composition": None})
             continue
-        d = env.evaluate(p.source(), render_solution(p, comp), "profile", config or {}, p.name)
+        d = env.evaluate(p.source(), render_solution(p, comp), "profile", config, p.name)
         r = float(d.get("reward", -1.0)) if "error" not in d else -1.0
         out.append(r)
         extra.append({"reward": r, "reason": d.get("reason") or d.get("error", ""), "composition": format_composition(comp),

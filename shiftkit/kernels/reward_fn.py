@@ -180,6 +180,13 @@ def configure(kernel_env_url: str = "", token: str = "", mode: str = "profile", 
     return _CONFIGURED[0]
 
 
+def bound_env():
+    """The environment :func:`configure` bound (else the process-wide in-process one)."""
+    from shiftkit.kernels.envclient import default_env
+
+    return _CONFIGURED[0].env if _CONFIGURED else default_env()
+
+
 def kernel_reward(prompts, completions, problem, problem_name=None, log_extra=None, log_metric=None, **kwargs):
     """TRL-signature ``kernel`` reward: the environment bound by :func:`configure`, else this process in
     ``profile`` mode (the milestones)."""

@@ -81,7 +81,7 @@ class FakeEnv(KernelEnv):
         self.seen = []
 
     def evaluate(self, problem, solution, mode="verify", config=None, problem_name="problem"):
-        self.seen.append((problem_name, mode, solution))
+        self.seen.append((problem_name, mode, solution, config))
         return {"reward": 2.0, "reason": "ok", "findings": []}
 
 
@@ -91,7 +91,8 @@ def test_grammar_reward_parses_renders_and_grades_format_errors():
     out = G.grammar_reward(["p", "p"], [" " + G.format_composition(comp), "order=rc oops"],
                            ["g_ew_relu_1024x1024"] * 2, env=env, log_extra=lambda k, v: logged.__setitem__(k, v))
     assert out == [2.0, -1.0]
-    assert env.seen == [("g_ew_relu_1024x1024", "profile", G.render_solution(G.PROBLEMS["g_ew_relu_1024x1024"], comp))]
+    assert env.seen == [("g_ew_relu_1024x1024", "profile", G.render_solution(G.PROBLEMS["g_ew_relu_1024x1024"], comp),
+                         G.TASK_EVAL_CONFIG)]
     assert logged["kernel"][1]["reason"].startswith("format_error")
 
 
