@@ -11,7 +11,7 @@ and keep the ones that pass CUDA Agent's rubric filters.
    ``(seed, index)``. Optionally a model proposes the operator list (:func:`llm_proposals`, through any
    :mod:`shiftkit.agent.clients` client); its proposals go through the same samplers and filters.
 3. **Filters** (:data:`FILTERS`, each ``candidate -> (ok, reason, stats)``), cheapest first:
-   ``stochastic`` (AST scan of ``Model`` + a twice-run check), ``eager`` (runs, finite output),
+   ``leak`` (no solution in comments, docstrings, strings or names: :func:`lint_leak`), ``stochastic`` (AST scan of ``Model`` + a twice-run check), ``eager`` (runs, finite output),
    ``degenerate`` (not all-zero / constant / input-insensitive within ``degenerate_tol``),
    ``similarity`` (AST similarity to every evaluation problem < 0.9), ``runtime`` (eager median within
    ``[min_ms, max_ms]`` on this CPU, 1 thread) and ``compile`` (``torch.compile`` runs and matches eager;
@@ -31,6 +31,7 @@ import json
 import math
 import os
 import random
+import re
 import time
 import types
 from collections import Counter
@@ -367,6 +368,81 @@ def _model_class(tree: ast.Module) -> ast.ClassDef | None:
     return next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
 
 
+# Words that give away how to solve a task (or that a solution is inside it). A task's text may
+# describe the reference computation (its operators), never an implementation of its replacement.
+LEAK_WORDS = re.compile(
+    r"(?i)(modelnew|solution|answer|hint|fus(?:e|ed|ion|ing|able)|kernel(?!_?bench)|optimi[sz]|speed-?up|fast(?:er|est)?\b|vectori[sz]|"
+    r"tiling|tile[ds]?\b|unroll|cuda|triton|load_inline|load_c\b|cpp_extension|extern\s+\"c\"|__global__|#\s*include|"
+    r"#\s*pragma|simd|openmp|cublas|cudnn|shared\s+memory)")
+# What a solution file uses and a problem never needs: a problem that imports or calls one carries a solution.
+LEAK_CODE = ("ModelNew", "load_inline", "load_c", "cpp_extension", "ctypes", "triton", "cffi", "numba")
+
+
+def _texts(tree: ast.Module, code: str) -> list[tuple[str, int, str]]:
+    """(kind, line, text) of every comment, docstring and string constant of a problem source."""
+    import io
+    import tokenize
+
+    out = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            if tok.type == tokenize.COMMENT:
+                out.append(("comment", tok.start[0], tok.string))
+    except (tokenize.TokenError, IndentationError):
+        pass
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            out.append(("string", n.lineno, n.value))
+    return out
+
+
+def _names(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, identifier) of every name the source defines or uses, attributes and imports included."""
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.append((n.lineno, n.name))
+        elif isinstance(n, ast.Name):
+            out.append((n.lineno, n.id))
+        elif isinstance(n, ast.Attribute):
+            out.append((n.lineno, n.attr))
+        elif isinstance(n, ast.arg):
+            out.append((n.lineno, n.arg))
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            out += [(n.lineno, a.asname or a.name) for a in n.names] + ([(n.lineno, n.module)] if getattr(n, "module", None) else [])
+    return out
+
+
+def lint_leak(code: str) -> list[str]:
+    """Pure: why a task's source leaks a solution (empty when clean). Checks every comment, docstring and
+    string constant against :data:`LEAK_WORDS`, every identifier (classes, functions, variables,
+    attributes, imports) against the same words, and the solution-only constructs :data:`LEAK_CODE`."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as e:
+        return [f"not Python: {e.msg} (line {e.lineno})"]
+    why = []
+    for kind, line, text in _texts(tree, code):
+        m = LEAK_WORDS.search(text)
+        if m:
+            why.append(f"{kind} at line {line} says {m.group(0)!r}")
+    for line, name in _names(tree):
+        parts = set(name.split("."))
+        if parts & set(LEAK_CODE):
+            why.append(f"line {line} uses {name!r}, which only a solution needs")
+            continue
+        m = LEAK_WORDS.search(name.replace("_", " "))
+        if m:
+            why.append(f"name {name!r} at line {line} says {m.group(0)!r}")
+    return list(dict.fromkeys(why))
+
+
+def filter_leak(c: Candidate, cfg: SynthConfig) -> tuple[bool, str, dict]:
+    """The task does not leak a solution in comments, docstrings, strings or names (:func:`lint_leak`)."""
+    why = lint_leak(c.code)
+    return (False, "leaks a solution: " + "; ".join(why[:3]), {}) if why else (True, "", {})
+
+
 def filter_stochastic(c: Candidate, cfg: SynthConfig) -> tuple[bool, str, dict]:
     """No stochastic operator inside ``Model`` (AST names), and two train-mode runs on the same input agree."""
     import torch
@@ -543,7 +619,7 @@ def filter_compile(c: Candidate, cfg: SynthConfig) -> tuple[bool, str, dict]:
 
 
 FILTERS: dict[str, Callable[[Candidate, SynthConfig], tuple[bool, str, dict]]] = {
-    "stochastic": filter_stochastic, "eager": filter_eager, "degenerate": filter_degenerate,
+    "leak": filter_leak, "stochastic": filter_stochastic, "eager": filter_eager, "degenerate": filter_degenerate,
     "similarity": filter_similarity, "runtime": filter_runtime, "compile": filter_compile,
 }
 

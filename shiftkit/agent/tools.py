@@ -7,8 +7,10 @@ the schema, runs the tool under a wall-clock limit and turns every failure into 
 bad call never ends the episode: the model sees the error and may try again.
 
 The kernel tools call the kernel environment: ``compile`` -> :func:`shiftkit.kernels.compile_only`,
-``verify`` -> ``evaluate(profile=False)``, ``profile`` -> ``evaluate(profile=True)``. Results are cached
-per solution content hash within an episode (re-verifying unchanged sources costs nothing).
+``verify`` -> ``evaluate(profile=False)``, ``profile`` -> ``evaluate(profile=True)``, in process, or through
+``ToolContext.env`` (a :class:`shiftkit.kernels.envclient.KernelEnv`, e.g. a ``kernels serve`` service)
+with the same request. Results are cached per solution content hash within an episode (re-verifying
+unchanged sources costs nothing).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class ToolContext:
     eval_config: Any  # shiftkit.kernels.EvalConfig (profile is set per tool)
     cache: dict = field(default_factory=dict)  # (mode, solution hash) -> result dict
     last_eval: dict | None = None  # the latest verify/profile result (for the final reward)
+    env: Any = None  # a shiftkit.kernels.envclient.KernelEnv (e.g. a served environment); None: in process
 
 
 @dataclass
@@ -222,6 +225,8 @@ def run_env(ctx: ToolContext, mode: str) -> dict:
 
     sol = _solution(ctx)
     key = (mode, sol.hash)
+    if key not in ctx.cache and ctx.env is not None:
+        ctx.cache[key] = _run_on_env(ctx, sol, mode)
     if key not in ctx.cache:
         if mode == "compile":
             res = compile_only(ctx.problem, sol, ctx.eval_config)
@@ -234,6 +239,39 @@ def run_env(ctx: ToolContext, mode: str) -> dict:
             t.pop("times_ms", None)
         ctx.cache[key] = _summarize(d, mode) | {"solution_hash": sol.hash, "seconds": round(res.seconds, 3)}
     return ctx.cache[key]
+
+
+def workspace_files(ctx: ToolContext) -> dict[str, str]:
+    """The workspace's files as the in-process evaluation reads them: every top-level ``.py`` (``model_new.py``
+    and the read-only ``model.py`` copy, which a solution may import) and ``kernels/*`` sources."""
+    from shiftkit.kernels.pool import SOURCE_SUFFIXES
+
+    root = ctx.workspace.root
+    out = {}
+    for f in sorted(root.rglob("*")):
+        rel = f.relative_to(root)
+        if not f.is_file() or "build" in rel.parts:
+            continue
+        if (len(rel.parts) == 1 and f.suffix == ".py") or (rel.parts[0] == "kernels" and f.suffix in SOURCE_SUFFIXES):
+            out[str(rel)] = f.read_text(errors="replace")
+    return out
+
+
+def _run_on_env(ctx: ToolContext, sol, mode: str) -> dict:
+    """compile | verify | profile through a :class:`KernelEnv` (``kernel_env_url``): the same request the
+    in-process path evaluates, sent as the problem's source and the workspace's files."""
+    import dataclasses
+
+    from shiftkit.kernels import EvalConfig
+    from shiftkit.kernels.pool import CLIENT_FIELDS
+
+    default = EvalConfig()
+    over = {f.name: getattr(ctx.eval_config, f.name) for f in dataclasses.fields(EvalConfig)
+            if f.name in CLIENT_FIELDS and getattr(ctx.eval_config, f.name) != getattr(default, f.name)}
+    d = ctx.env.evaluate(ctx.problem.source, workspace_files(ctx), mode, over, ctx.problem.name)
+    if "error" in d:
+        raise ValueError(f"the kernel environment could not judge this ({d.get('status')}): {d['error']}")
+    return _summarize(d, mode) | {"solution_hash": sol.hash, "seconds": round(float(d.get("seconds", 0.0)), 3)}
 
 
 def _env_tool(ctx: ToolContext, mode: str) -> ToolResult:

@@ -106,8 +106,14 @@ def cmd_eval_set(args) -> dict:
     pairs = pair_up(job.problems, job.solutions)
     out = Path(job.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    results = run_pool(pairs, cfg, job.workers, out, use_ray=job.ray, ray_address=job.ray_address or None,
-                       progress=job.progress)
+    if job.ray:
+        results = run_pool(pairs, cfg, job.workers, out, use_ray=True, ray_address=job.ray_address or None,
+                           progress=job.progress)
+    else:  # the one evaluation pool, shared with `kernels serve` and the kernel reward (issue 18)
+        from shiftkit.kernels.pool import EvalPool
+
+        with EvalPool(job.workers, cfg, queue_max=len(pairs)) as pool:
+            results = pool.run_pairs(pairs, cfg, out, progress=job.progress)
     table = summary_table(results)
     (out.with_suffix(".summary.txt")).write_text(table + "\n")
     if not args.json:
@@ -174,3 +180,7 @@ def register(sub) -> None:
     ksub = p.add_subparsers(dest="kernels_command", metavar="KERNELS_COMMAND")
     for fn in (register_eval, register_eval_set, register_import):
         fn(ksub)
+    from shiftkit.cli import add_config_args, config_from_args
+    from shiftkit.kernels.service import register_cli as register_service  # serve, dataset (issue 18)
+
+    register_service(ksub, add_config_args, config_from_args)
