@@ -78,7 +78,8 @@ def child_update(mode: str, R: int, V: int, chunk: int, budget: int) -> dict:
             lp = LP.token_logprobs(head, mb.completion(c_ids), chunk)
             return losses.policy_loss(lp, lp.detach(), mb.completion(adv), mb.completion(c_mask), num_tokens=n_tok)[0]
 
-        MB.accumulate(model, mbs, loss_fn)
+        for mb in MB.accumulating(model, mbs):
+            (loss_fn(mb) * mb.scale).backward()
         n_mb = len(mbs)
     secs = time.time() - t0
     return {"op": "update", "mode": mode, "rows": R, "micro_batches": n_mb,

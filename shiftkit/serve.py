@@ -219,7 +219,7 @@ class ServeConfig:
 
 
 def serve(cfg: ServeConfig) -> None:
-    from shiftkit.loopkit import set_threads
+    from shiftkit.dist import set_threads
     from shiftkit.models import load_model_and_tokenizer
 
     set_threads(cfg.threads)
