@@ -8,7 +8,9 @@ leaves nothing behind.
 
 The data source is ``data=`` (:mod:`shiftkit.data`); ``tasks=add,mul`` is kept as shorthand for
 ``data=arith:add,mul`` (giving both is an error). ``reward=`` empty means: the arithmetic tasks'
-own checker on ``arith:`` data (what the toy world always used), ``math`` on any other data.
+own checker on ``arith:`` data (what the toy world always used, :class:`shiftkit.rewards.TaskRewards`),
+``math`` on any other data. The keys are the commands' shared groups (:class:`shiftkit.data.DataKeys`,
+:class:`shiftkit.prompts.PromptKeys`, :class:`shiftkit.rewards.RewardKeys`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from shiftkit.data import DataArgs, is_arith, load_eval, load_prompts, load_sft,
 from shiftkit.errors import ShiftkitError
 from shiftkit.prompts import PromptRenderer
 from shiftkit.rewards import Rewards, TaskRewards
+
 
 def data_spec(cfg: Any, command: str) -> str:
     """``cfg.data``, or ``arith:<tasks>`` from the ``tasks`` shorthand."""

@@ -10,6 +10,7 @@ saved as a real HF fast tokenizer, so they take exactly the code path a real che
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import io
 import logging
