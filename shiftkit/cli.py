@@ -161,7 +161,7 @@ def _positional_alias(args, key: str):
 
 # ------------------------------------------------------------------------------ the parser
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> CommandParser:
     from shiftkit import __version__
     from shiftkit.agent import cli as agent_cli
     from shiftkit.kernels import cli as kernels_cli

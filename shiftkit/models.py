@@ -21,6 +21,7 @@ import torch
 
 from shiftkit.errors import ShiftkitError
 from shiftkit.io import atomic_dir
+from shiftkit.microbatch import set_gradient_checkpointing
 
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 CHAR_VOCAB = [chr(i) for i in range(32, 127)] + ["\n"]
