@@ -35,7 +35,7 @@ import torch
 from shiftkit import advantages, logprobs, losses, microbatch
 from shiftkit import loopkit as kit
 from shiftkit.config import check_dependent, defaults, to_dict
-from shiftkit.data import DataKeys, HeldOutKeys, is_arith
+from shiftkit.data import DataKeys, is_arith
 from shiftkit.dist import Dist, set_threads
 from shiftkit.errors import ShiftkitError
 from shiftkit.evaluate import held_out_eval
@@ -93,7 +93,7 @@ class OPDKeys:
 
 
 @dataclasses.dataclass
-class OPDConfig(microbatch.MemoryConfig, DataKeys, HeldOutKeys, PromptKeys, RewardKeys, OPDKeys):
+class OPDConfig(microbatch.MemoryConfig, DataKeys, PromptKeys, RewardKeys, OPDKeys):
     """``shiftkit opd``: the keys below, plus the shared memory, data, prompt and reward groups and the
     Direct-OPD keys (:class:`OPDKeys`). Defaults shared with GRPO are GRPO's (``GRPOConfig.<key>``)."""
 
