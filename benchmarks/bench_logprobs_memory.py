@@ -78,7 +78,8 @@ def child_update(mode: str, R: int, V: int, chunk: int, budget: int) -> dict:
             lp = LP.token_logprobs(head, mb.completion(c_ids), chunk)
             return losses.policy_loss(lp, lp.detach(), mb.completion(adv), mb.completion(c_mask), num_tokens=n_tok)[0]
 
-        MB.accumulate(model, mbs, loss_fn)
+        for mb in MB.accumulating(model, mbs):
+            (loss_fn(mb) * mb.scale).backward()
         n_mb = len(mbs)
     secs = time.time() - t0
     return {"op": "update", "mode": mode, "rows": R, "micro_batches": n_mb,
@@ -112,12 +113,12 @@ def child(op: str, mode: str, B: int, T: int, H: int, V: int, chunk: int) -> dic
         if mode == "chunked":
             lp = LP.token_logprobs(heads[0], ids_BT, chunk)
         else:
-            lp = losses.gather_logprobs(LP.logits_of(heads[0]).view(B, T, V), ids_BT.unsqueeze(-1)).squeeze(-1)
+            lp = LP.logprobs_from_logits(LP.logits_of(heads[0]).view(B, T, V), ids_BT.unsqueeze(-1)).squeeze(-1)
         loss = losses.policy_loss(lp, lp.detach(), adv_BT, mask_BT)[0]
     else:
         s, t, r = heads
         if mode == "chunked":
-            loss = LP.direct_opd_full_vocab_loss(s, t, r, mask_BT, chunk=chunk)[0]
+            loss = losses.direct_opd_full_vocab_loss(s, t, r, mask_BT, chunk=chunk)[0]
         else:
             sl = LP.logits_of(s).view(B, T, V)
             with torch.no_grad():

@@ -2,29 +2,33 @@
 
 What to reinforce lives here; how an advantage becomes a gradient lives in :mod:`shiftkit.losses`
 (:func:`~shiftkit.losses.policy_loss`). Nothing here reads a config object; every function takes
-tensors and scalars and returns tensors (advantages are detached).
+tensors (or, for the Direct-OPD signal, the models' chunked heads) and scalars and returns tensors
+(advantages are detached).
 
 * **GRPO**: :func:`group_advantages` (reward minus its group mean, optionally over the group std).
 * **Agentic PPO** (CUDA Agent): :func:`terminal_rewards`, :func:`gae` over generated tokens only, :func:`whiten`.
 * **Direct-OPD** (arXiv 2607.05394): a weak model's RL shift as a dense per-token reward
   ``Delta(v | s_t) = log pi_teacher(v | s_t) - log pi_ref(v | s_t)`` (post-RL minus pre-RL) at states
-  the *student* visits, over candidates ``v`` (:func:`opd_candidates`: the sampled token, the student's
-  top-K, or the whole vocabulary); advantage ``sg[w(v) * Delta(v)]`` with ``w`` the student's
-  probabilities renormalised over the candidates (:func:`direct_opd`, which wires the three modes
-  :func:`direct_opd_sampled` / :func:`direct_opd_candidates` / :func:`direct_opd_full_vocab` and the
-  S^2D top-q mask :func:`topq_position_mask`); the sign-based KL controller :func:`adaptive_kl_coef`;
-  the GRPO outcome mix :func:`with_outcome_advantage`.
+  the *student* visits, over candidates ``v`` (the sampled token, the student's top-K, or the whole
+  vocabulary); advantage ``sg[w(v) * Delta(v)]`` with ``w`` the student's probabilities renormalised
+  over the candidates (:func:`direct_opd_sampled`, :func:`direct_opd_candidates`,
+  :func:`direct_opd_full_vocab`) and the S^2D top-q mask :func:`topq_position_mask`.
+  :func:`direct_opd_signal` assembles them for one micro-batch from the models' chunked heads; it is
+  the signal every trainer uses (the native loop and the TRL integration). The sign-based KL
+  controller :func:`adaptive_kl_coef`; the GRPO outcome mix :func:`with_outcome_advantage`.
 * **Vanilla OPD**: :func:`vanilla_opd_advantage` (per-token reverse KL to the teacher as a reward).
 
 Shapes: ``B`` rows, ``T`` completion tokens, ``P`` prompts, ``G`` group size, ``K`` candidates per
-position, ``V`` vocabulary.
+position, ``V`` vocabulary; lower-case ``b``, ``t``, ``k`` for one micro-batch's slice.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
-from shiftkit.losses import aggregate, gather_logprobs, jsd_from_logits, masked_mean
+from shiftkit import logprobs
 
 
 # ---- GRPO ----
@@ -92,57 +96,15 @@ def gae(rewards_BT: torch.Tensor, values_BT: torch.Tensor, mask_BT: torch.Tensor
 def whiten(adv_BT: torch.Tensor, mask_BT: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """Normalise advantages to zero mean, unit variance over masked tokens (0 elsewhere)."""
     m = mask_BT.bool()
-    mu = masked_mean(adv_BT, m)
-    var = masked_mean((adv_BT - mu).pow(2), m)
+    n = m.float().sum().clamp(min=1.0)
+    mu = torch.where(m, adv_BT, torch.zeros_like(adv_BT)).sum() / n
+    var = torch.where(m, (adv_BT - mu).pow(2), torch.zeros_like(adv_BT)).sum() / n
     return torch.where(m, (adv_BT - mu) / (var.sqrt() + eps), torch.zeros_like(adv_BT))
 
 
 # ---- Direct-OPD and vanilla OPD ----
 
 OPD_REWARD_MODES = ("sampled", "student_topk", "full_vocab")
-
-
-def opd_candidates(mode: str, student_logits_BTV: torch.Tensor, completion_ids_BT: torch.Tensor, k: int) -> torch.Tensor:
-    """Candidate ids ``[B,T,K]`` of a Direct-OPD ``mode``: the sampled token (``sampled``, K=1), the
-    student's top-``k`` (``student_topk``) or the whole vocabulary (``full_vocab``, K=V)."""
-    if mode == "sampled":
-        return completion_ids_BT.unsqueeze(-1)
-    if mode == "student_topk":
-        return student_topk(student_logits_BTV, k)[0]
-    if mode == "full_vocab":
-        return torch.arange(student_logits_BTV.shape[-1]).expand(*completion_ids_BT.shape, -1)
-    raise ValueError(f"unknown Direct-OPD reward mode '{mode}' (use one of {', '.join(OPD_REWARD_MODES)})")
-
-
-def direct_opd(student_logits_BTV: torch.Tensor, teacher_logits_BTV: torch.Tensor, ref_logits_BTV: torch.Tensor,
-               ids_BTK: torch.Tensor, mask_BT: torch.Tensor, *, mode: str, scale: float = 1.0, clip: float = 0.0,
-               top_q: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The Direct-OPD signal of one batch, at candidates ``ids_BTK`` (:func:`opd_candidates`).
-
-    ``sampled``: ``A = Delta`` at the sampled token; ``student_topk``/``full_vocab``: ``A = sg[w * Delta]``.
-    ``top_q < 1`` keeps the advantage only at the top-q fraction of each row's positions by the
-    teacher/reference JSD (S^2D-OPD). Returns ``(adv_BTK, delta_BTK, jsd_BT)``; ``delta`` is the
-    shaped reward (before the weights and the mask), ``jsd`` the teacher/reference divergence.
-    """
-    t_lp_BTK = gather_logprobs(teacher_logits_BTV, ids_BTK)
-    r_lp_BTK = gather_logprobs(ref_logits_BTV, ids_BTK)
-    if mode == "sampled":
-        adv_BTK = direct_opd_sampled(t_lp_BTK, r_lp_BTK, scale=scale, clip=clip)
-        delta_BTK = adv_BTK
-    else:
-        s_lp_BTK = gather_logprobs(student_logits_BTV, ids_BTK)
-        adv_BTK, _, delta_BTK = direct_opd_candidates(s_lp_BTK, t_lp_BTK, r_lp_BTK, scale=scale, clip=clip)
-    jsd_BT = jsd_from_logits(teacher_logits_BTV, ref_logits_BTV)
-    if top_q < 1:
-        adv_BTK = adv_BTK * topq_position_mask(jsd_BT, mask_BT, top_q).unsqueeze(-1)
-    return adv_BTK, delta_BTK, jsd_BT
-
-
-def student_topk(logits_BTV: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The student's top-``k`` candidate ids and their (full-softmax) log-probs, both ``[B,T,K]``."""
-    logp_BTV = logits_BTV.float().log_softmax(-1)
-    logp_BTK, ids_BTK = logp_BTV.topk(min(k, logp_BTV.shape[-1]), dim=-1)
-    return ids_BTK, logp_BTK
 
 
 def topk_weights(student_logp_BTK: torch.Tensor) -> torch.Tensor:
@@ -221,9 +183,87 @@ def vanilla_opd_advantage(student_logp_BT: torch.Tensor, teacher_logp_BT: torch.
     return (-scale * (student_logp_BT.float() - teacher_logp_BT.float())).detach()
 
 
-def weighted_reward_mean(adv_BTK: torch.Tensor, mask_BT: torch.Tensor, num_tokens=None) -> torch.Tensor:
-    """Token-mean of the per-position expected reward ``sum_k w_k Delta_k`` (the adaptive-KL signal)."""
-    return aggregate(adv_BTK.sum(-1).detach(), mask_BT, "token_mean", num_tokens)
+def delta_moments(delta_BTK: torch.Tensor, mask_BT: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``(n, sum, sum of squares, count > 0)`` of ``delta`` over valid positions and every candidate."""
+    m = mask_BT.bool().unsqueeze(-1).expand_as(delta_BTK)
+    v = delta_BTK.float()[m]
+    return torch.tensor(float(v.numel())), v.sum(), (v * v).sum(), (v > 0).float().sum()
+
+
+@dataclasses.dataclass
+class OPDSignal:
+    """One micro-batch's per-token OPD signal (the candidates' axis ``k``, never ``V``)."""
+
+    ids_btk: torch.Tensor | None  # candidate ids (None in full_vocab: every token is one)
+    adv_btk: torch.Tensor | None  # sg[w * Delta] (vanilla: -(log pi_s - log pi_t)), top_q applied; None in full_vocab
+    student_lp_btk: torch.Tensor | None  # the student's log-probs at the candidates (the old policy's, off-policy)
+    keep_bt: torch.Tensor | None  # the top_q position mask (None: top_q = 1)
+    reward_bt: torch.Tensor  # sum_k adv per position (the adaptive-KL signal)
+    delta_mean_bt: torch.Tensor  # the shaped Delta averaged over the candidates, per position
+    moments: tuple  # (n, sum, sum of squares, count > 0) of Delta over (valid position, candidate)
+
+
+@torch.no_grad()
+def direct_opd_signal(student: logprobs.Head, teacher: logprobs.Head, ref: logprobs.Head | None,
+                      completion_ids_bt: torch.Tensor, mask_bt: torch.Tensor, *, mode: str = "student_topk",
+                      k: int = 16, scale: float = 1.0, clip: float = 0.0, top_q: float = 1.0,
+                      jsd_bt: torch.Tensor | None = None, chunk: int | None = None) -> OPDSignal:
+    """The Direct-OPD signal of one micro-batch from the three models' heads (:mod:`shiftkit.logprobs`,
+    chunked: no ``[b, t, V]`` tensor), the one assembly every trainer calls (``opd/loop.py``,
+    ``integrations/trl.py``).
+
+    ``mode`` picks the candidates: the sampled token (``sampled``: ``A = Delta``), the student's
+    top-``k`` (``student_topk``: ``A = sg[w * Delta]``, :func:`direct_opd_candidates`) or the whole
+    vocabulary (``full_vocab``: no ids or advantages are returned, the loss rebuilds them chunk by chunk,
+    :func:`shiftkit.losses.direct_opd_full_vocab_loss`; only the reward statistics are). ``ref=None`` is
+    vanilla OPD (:func:`vanilla_opd_advantage`, ``sampled`` only). ``top_q < 1`` keeps the reward only at
+    the top-q positions by the teacher/reference JSD (``jsd_bt``, computed here when not given).
+    """
+    if ref is None and mode != "sampled":
+        raise ValueError(f"vanilla OPD (no reference) scores the sampled token only, not mode '{mode}'")
+    keep_bt = None
+    if top_q < 1:
+        score_bt = jsd_bt if jsd_bt is not None else logprobs.jsd(teacher, ref, chunk)
+        keep_bt = topq_position_mask(score_bt, mask_bt, top_q)
+    if mode == "full_vocab":
+        return _full_vocab_signal(student, teacher, ref, mask_bt, keep_bt, scale, clip, chunk)
+    if mode == "sampled":
+        ids_btk = completion_ids_bt.unsqueeze(-1)
+        s_lp = logprobs.gather_logprobs(student, ids_btk, chunk)
+    elif mode == "student_topk":  # the top-K ids and their log-probs in one pass
+        ids_btk, s_lp = logprobs.student_topk(student, k, chunk)
+    else:
+        raise ValueError(f"unknown Direct-OPD reward mode '{mode}' (use one of {', '.join(OPD_REWARD_MODES)})")
+    t_lp = logprobs.gather_logprobs(teacher, ids_btk, chunk)
+    if ref is None:
+        adv = delta = vanilla_opd_advantage(s_lp, t_lp, scale=scale)
+    elif mode == "sampled":
+        adv = delta = direct_opd_sampled(t_lp, logprobs.gather_logprobs(ref, ids_btk, chunk), scale=scale, clip=clip)
+    else:
+        adv, _, delta = direct_opd_candidates(s_lp, t_lp, logprobs.gather_logprobs(ref, ids_btk, chunk), scale=scale,
+                                              clip=clip)
+    if keep_bt is not None:
+        adv = adv * keep_bt.unsqueeze(-1)
+    return OPDSignal(ids_btk, adv, s_lp, keep_bt, adv.sum(-1), delta.float().mean(-1), delta_moments(delta, mask_bt))
+
+
+def _full_vocab_signal(student, teacher, ref, mask_bt, keep_bt, scale, clip, chunk) -> OPDSignal:
+    """``full_vocab``: the reward statistics of every (position, token) pair, chunk by chunk."""
+    valid_bt = mask_bt.bool()
+    keep_bt_ = valid_bt if keep_bt is None else (keep_bt.bool() & valid_bt)
+
+    def fn(lg, ex):
+        m_C1, keep_C1 = ex[0][:, None], ex[1][:, None]
+        adv, _, delta = direct_opd_candidates(lg[0].log_softmax(-1), lg[1].log_softmax(-1), lg[2].log_softmax(-1),
+                                              scale=scale, clip=clip)
+        d = delta * m_C1.to(delta.dtype)
+        return (adv * keep_C1 * m_C1).sum(-1), d.sum(-1), (d * d).sum(-1), ((delta > 0) & m_C1).float().sum(-1)
+
+    reward_bt, d_sum, d_sq, d_pos = logprobs.map_chunks(fn, [student, teacher, ref], [valid_bt, keep_bt_], chunk)
+    V = student.vocab
+    moments = (float(valid_bt.sum()) * V, d_sum[valid_bt].double().sum(), d_sq[valid_bt].double().sum(),
+               d_pos[valid_bt].double().sum())
+    return OPDSignal(None, None, None, keep_bt, reward_bt, d_sum / V, moments)
 
 
 def adaptive_kl_coef(alpha: float, reward_mean: float, eps: float = 0.01, alpha_min: float = 0.5,

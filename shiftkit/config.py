@@ -247,14 +247,19 @@ def config_help(cls: type) -> str:
 
 
 
+def defaults(cls: type) -> dict[str, Any]:
+    """Every field's default value of config dataclass ``cls``."""
+    return {f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default)
+            for f in dataclasses.fields(cls)}
+
+
 def check_dependent(cfg: Any, rules: dict[str, tuple[Any, str]], command: str) -> None:
     """Keys that only matter when another key is set: ``rules[key] = (read(cfg) -> bool, "when ...")``.
 
     A key set away from its default that the run would not read is an error naming what would make
     it count (never a silent no-op)."""
-    defaults = {f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default)
-                for f in dataclasses.fields(cfg)}
+    defaults_ = defaults(type(cfg))
     for key, (is_read, when) in rules.items():
-        if getattr(cfg, key) != defaults[key] and not is_read(cfg):
+        if getattr(cfg, key) != defaults_[key] and not is_read(cfg):
             raise ShiftkitError(f"{command}: {key}={getattr(cfg, key)!r} is only read {when}; set that, "
-                                f"or leave {key} at its default ({defaults[key]!r})")
+                                f"or leave {key} at its default ({defaults_[key]!r})")

@@ -41,7 +41,9 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
+from shiftkit.config import defaults
 from shiftkit.errors import ShiftkitError
+from shiftkit.tasks import Mixture, eval_set, get_task
 
 FILE_KINDS = {".jsonl": "jsonl", ".json": "json", ".parquet": "parquet", ".csv": "csv", ".txt": "txt"}
 SINGLE = "train"  # the split name of a single file (as in ``datasets``)
@@ -53,19 +55,63 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 # --------------------------------------------------------------------------------------------------
 
 @dataclasses.dataclass
-class DataArgs:
-    """The data keys every command shares (flat, so a command config can inherit or copy them)."""
+class DataKeys:
+    """The data keys of every command (``sft``, ``rl``, ``opd``, ``eval``), declared once and mixed into
+    each command's config as :class:`~shiftkit.microbatch.MemoryConfig` is."""
 
-    data: str = ""  # file, directory, cached hub id, or arith:add,mul
-    split: str = ""  # split to use ("" = the only one, else the command's default: train / test)
+    data: str = ""  # a .jsonl/.json/.parquet/.csv/.txt file, a dataset dir, a cached hub id, or arith:add,mul
+    tasks: list[str] = dataclasses.field(default_factory=list)  # shorthand for data=arith:<tasks> (the toy tasks)
+    split: str = ""  # dataset split ("" = the only one, else the command's default: train / test)
     subset: str = ""  # hub/directory dataset configuration name (e.g. gsm8k's "main")
-    prompt_key: str = "prompt"  # column holding the prompt: a string or a list of chat messages
-    answer_key: str = "answer"  # column holding the reference answer (reaches rewards as `answer`)
-    completion_key: str = "completion"  # SFT: the completion column of prompt/completion rows
-    system_prompt: str = ""  # system message added to every prompt (needs a chat template)
-    shuffle: bool = True  # shuffle rows (seeded) before max_samples, and each epoch's order
+    prompt_key: str = "prompt"  # column with the prompt: a string or a list of chat messages
+    system_prompt: str = ""  # system message added to every prompt
+    shuffle: bool = True  # seeded shuffle of the rows (before max_samples) and of each epoch
     max_samples: int = 0  # keep at most this many rows (0 = all)
-    eval_split: str = ""  # held-out rows: a split name, or a fraction like 0.05 of the training rows
+
+    def check_data(self, command: str) -> None:
+        """``data=`` or ``tasks=`` (not both). Keys the run would not read, given the data, are errors (not
+        silent no-ops): on arith data (generated) the file keys, on user data the arith held-out size."""
+        if self.tasks and self.data:
+            raise ShiftkitError(f"{command}: give data=... or tasks=... (shorthand for data=arith:...), not both")
+        arith = bool(self.tasks) or is_arith(self.data)
+        default = defaults(type(self))
+        unread = []
+        if arith:
+            unread += [k for k in ("split", "subset", "prompt_key", "answer_key", "completion_key", "max_samples",
+                                   "eval_split", "shuffle") if hasattr(self, k) and getattr(self, k) != default[k]]
+        elif self.data:
+            unread += [k for k in ("eval_n",) if hasattr(self, k) and getattr(self, k) != default[k]]
+        if unread:
+            why = "arith data is generated" if arith else "eval_n counts arith held-out problems"
+            raise ShiftkitError(f"{command}: data={self.data or 'arith:' + ','.join(self.tasks)} does not read "
+                                f"{', '.join(unread)} ({why}); leave {'it' if len(unread) == 1 else 'them'} at the default")
+
+
+@dataclasses.dataclass
+class AnswerKey:
+    """The reference-answer column (commands with rewards: ``rl``, ``opd``, ``eval``)."""
+
+    answer_key: str = "answer"  # column with the reference answer (reaches rewards as `answer`)
+
+
+@dataclasses.dataclass
+class CompletionKey:
+    """The completion column of prompt/completion rows (``sft``)."""
+
+    completion_key: str = "completion"  # completion column of prompt/completion rows
+
+
+@dataclasses.dataclass
+class HeldOutKeys:
+    """Held-out rows of a training run (``sft``, ``rl``, ``opd``)."""
+
+    eval_split: str = ""  # held-out rows for periodic eval: a split name or a fraction like 0.05 (user data only)
+
+
+@dataclasses.dataclass
+class DataArgs(DataKeys, AnswerKey, CompletionKey, HeldOutKeys):
+    """What the loaders read: a command's data keys (:meth:`from_config`) and the arith held-out size."""
+
     arith_n: int = 100  # arith sources: held-out problems per domain
 
     @classmethod
@@ -135,10 +181,6 @@ class _Finite:
         """Batch ``step`` of size ``n``: positions ``[step*n, step*n+n)`` of seeded per-epoch orders."""
         return [self.items[i] for i in _epoch_positions(len(self.items), seed, step, n, self.shuffle, self._perm)]
 
-    def draw_one(self, rng: random.Random):
-        """One row uniformly at random (with replacement), for ``loopkit.draw_prompts(ds.draw_one, ...)``."""
-        return rng.choice(self.items)
-
 
 class PromptDataset(_Finite):
     """Prompts (with answers and columns) for RL, OPD and evaluation."""
@@ -192,8 +234,6 @@ class ArithSource:
     """
 
     def __init__(self, names: list[str], system_prompt: str = "", n_per_domain: int = 100, error_rate: float = 0.0):
-        from shiftkit.tasks import Mixture
-
         self.names = list(names)
         self.mixture = Mixture(self.names)
         self.system_prompt = system_prompt
@@ -226,8 +266,6 @@ class ArithSource:
         return out
 
     def held_out(self, n_per_domain: int | None = None, seed: int = 12345) -> PromptDataset:
-        from shiftkit.tasks import eval_set
-
         items = [self._ex(p) for p in eval_set(self.names, n_per_domain or self.n_per_domain, seed)]
         return PromptDataset(self.name + " (test)", items, self.columns, shuffle=False)
 
@@ -240,8 +278,6 @@ def parse_arith(spec: str) -> list[str]:
     names = [n.strip() for n in body.split(",") if n.strip()]
     if not names:
         raise ShiftkitError(f"data={spec}: name the arithmetic domains, e.g. data=arith:add,mul")
-    from shiftkit.tasks import get_task
-
     for n in names:
         get_task(n)  # validates the name and digit range (one-line error)
     return names

@@ -1,4 +1,5 @@
-"""Data parallelism: single process by default, DDP under ``accelerate launch`` (gloo on CPU).
+"""The process: its torch threads (:func:`set_threads`) and data parallelism (:class:`Dist`: single
+process by default, DDP under ``accelerate launch``, gloo on CPU).
 
 Loops split the *global* batch across ranks and normalise losses by *global* counts, so that
 averaging gradients over ranks reproduces the single-process gradient exactly.
@@ -10,6 +11,13 @@ import os
 
 import torch
 import torch.distributed as dist
+
+
+def set_threads(n: int) -> None:
+    """Use ``n`` torch threads (0 = leave torch's default). Data-parallel workers should use 1."""
+    if n > 0:
+        torch.set_num_threads(n)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 class Dist:

@@ -1,27 +1,35 @@
-"""Evaluation: greedy accuracy and unbiased pass@k on a fixed held-out set.
+"""Evaluation: greedy accuracy and unbiased pass@k on a fixed held-out set, for ``shiftkit eval``
+(:func:`run_eval`) and for the training loops' periodic evaluation (:func:`held_out_eval`).
 
 pass@k uses the estimator of Chen et al. (2021): with n samples of which c are correct,
-``pass@k = 1 - C(n-c, k) / C(n, k)`` per problem, averaged over problems with its standard error.
+``pass@k = 1 - C(n-c, k) / C(n, k)`` per problem, averaged over problems with its standard error
+(:mod:`shiftkit.metrics`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
+from shiftkit.config import check_dependent
+from shiftkit.data import DataKeys, is_arith
+from shiftkit.dist import set_threads
 from shiftkit.errors import ShiftkitError
-from shiftkit.metrics import mean_se as mean_stderr  # noqa: F401 - re-exported names of the one implementation
-from shiftkit.metrics import pass_at_k, pass_at_k_reference  # noqa: F401
+from shiftkit.inputs import prompt_inputs
+from shiftkit.io import JsonlWriter, atomic_write_json, progress_bar
+from shiftkit.metrics import default_ks, eval_report, pass_at_k
+from shiftkit.metrics import mean_se as mean_stderr
+from shiftkit.models import check_tokenizer_matches, load_model_and_tokenizer
+from shiftkit.prompts import CHAT_TEMPLATE_RULES, PromptKeys
+from shiftkit.rewards import RewardKeys, TaskRewards
+from shiftkit.runs import refuse_foreign_dir
+from shiftkit.sampling import sample
 from shiftkit.tasks.base import Problem
-
-
-def default_ks(n: int) -> list[int]:
-    """Powers of two up to ``n`` (the toy eval keeps this; user-data eval uses metrics.default_ks, which adds ``n``)."""
-    return [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= n]
 
 
 @torch.no_grad()
@@ -45,8 +53,6 @@ def evaluate_model(
     Returns flat metrics (``greedy_acc``, ``greedy_acc_se``, ``pass@k``, ``pass@k_se``, per-domain
     greedy accuracy ``greedy_acc/<domain>``) plus ``per_problem`` rows.
     """
-    from shiftkit.sampling import sample
-
     if not problems:
         raise ShiftkitError("evaluation set is empty")
     t0 = time.time()
@@ -71,8 +77,6 @@ def evaluate_model(
         flat = [(i, j) for i in range(len(problems)) for j in range(n_samples)]
         bar = None
         if progress:
-            from shiftkit.loopkit import progress_bar
-
             bar = progress_bar(len(flat), 0, "pass@k samples")  # log lines when stderr is not a terminal
         for s in range(0, len(flat), batch_size):
             chunk = flat[s : s + batch_size]
@@ -98,25 +102,12 @@ def evaluate_model(
 
 
 @dataclasses.dataclass
-class ModelEvalConfig:
-    """``shiftkit eval``: one model on a held-out set (the user's data, or the arithmetic tasks)."""
+class ModelEvalConfig(DataKeys, PromptKeys, RewardKeys):
+    """``shiftkit eval``: one model on a held-out set (the user's data, or the arithmetic tasks); the keys
+    below plus the shared data, prompt and reward groups (``split`` defaults to test here)."""
 
     model: str = ""  # HF model dir or cached hub id
-    # -- data, prompts, reward (shiftkit.data / shiftkit.prompts / shiftkit.rewards) --
-    data: str = ""  # a file, dataset dir, cached hub id, or arith:add,mul (its fixed held-out set)
-    tasks: list[str] = dataclasses.field(default_factory=list)  # shorthand for data=arith:<tasks>
-    split: str = ""  # dataset split ("" = the only one, else test)
-    subset: str = ""  # hub/directory dataset configuration name
-    prompt_key: str = "prompt"  # column with the prompt (a string or chat messages)
-    answer_key: str = "answer"  # column with the reference answer
-    system_prompt: str = ""  # system message added to every prompt
-    shuffle: bool = False  # with max_samples: a seeded subset instead of the first rows
-    max_samples: int = 0  # evaluate at most this many problems (0 = all)
-    chat_template: str = "auto"  # auto (the tokenizer's if it has one) | true (required) | false (raw text)
-    template: str = "{prompt}"  # wraps the user text: a string with {prompt}, or plain | dapo
-    chat_template_kwargs: dict = dataclasses.field(default_factory=dict)  # passed to apply_chat_template
-    reward: list[str] = dataclasses.field(default_factory=list)  # math | exact | arith | format | pkg.module:fn ([] = math; the task checker on arith data)
-    reward_weights: list[float] = dataclasses.field(default_factory=list)  # one weight per reward
+    shuffle: bool = False  # eval: with max_samples, a seeded subset instead of the first rows (off by default)
     n: int = 100  # arith data: held-out problems per domain
     # -- sampling and metrics --
     greedy: bool = True  # report greedy accuracy (one greedy completion per problem)
@@ -139,13 +130,8 @@ class ModelEvalConfig:
             raise ShiftkitError("eval: samples must be >= 0 and batch_size positive")
         if not self.greedy and not self.samples:
             raise ShiftkitError("eval: greedy=false needs samples=K > 0 (nothing to evaluate)")
-        from shiftkit.data import is_arith
-
         if self.data and not is_arith(self.data) and self.n != 100:
             raise ShiftkitError(f"eval: data={self.data} does not read n (the arith held-out size); use max_samples")
-        from shiftkit.config import check_dependent
-        from shiftkit.prompts import CHAT_TEMPLATE_RULES
-
         samples = (lambda c: c.samples > 0, "with samples=K > 0 (greedy decoding ignores them)")
         check_dependent(self, {"temperature": samples, "top_p": samples,
                                **CHAT_TEMPLATE_RULES,
@@ -156,8 +142,6 @@ class ModelEvalConfig:
 def _generate(model, tok, inp, examples: list, max_new_tokens: int, batch_size: int, *, greedy: bool,
               k: int = 1, temperature: float = 1.0, top_p: float = 1.0, seed: int = 0):
     """``(texts_PK, lengths_PK, eos_PK)``: k completions per example (rendered prompts, per-row seeds)."""
-    from shiftkit.sampling import sample
-
     flat = [(i, j) for i in range(len(examples)) for j in range(k)]
     texts, lens, eos = [], [], []
     for s in range(0, len(flat), batch_size):
@@ -180,18 +164,11 @@ def _generate(model, tok, inp, examples: list, max_new_tokens: int, batch_size: 
 @torch.no_grad()
 def greedy_eval(model, tok, inp, examples: list, max_new_tokens: int, batch_size: int = 64) -> tuple[dict, list]:
     """Greedy accuracy (and length/truncation) of ``examples`` under ``inp``'s renderer and rewards."""
-    from shiftkit.metrics import eval_report
-
     t, ln, e = _generate(model, tok, inp, examples, max_new_tokens, batch_size, greedy=True)
     return eval_report(examples, inp.rewards, greedy=([x[0] for x in t], [x[0] for x in ln], [x[0] for x in e]))
 
 
 def _write_eval(out: str, summary: dict, rows: list[dict], overwrite: bool) -> dict:
-    from pathlib import Path
-
-    from shiftkit.io import JsonlWriter, atomic_write_json
-    from shiftkit.runs import refuse_foreign_dir
-
     p = Path(out)
     if p.suffix == ".json":
         summary_path, rows_path = p, p.with_suffix(".jsonl")
@@ -209,11 +186,6 @@ def _write_eval(out: str, summary: dict, rows: list[dict], overwrite: bool) -> d
 def run_eval(cfg: ModelEvalConfig) -> dict:
     """Evaluate ``cfg.model`` on ``cfg.data``: greedy accuracy, avg@K, pass@1..K, response length and
     truncation; with ``out`` also one JSONL row per problem (prompt, answer, completions, rewards)."""
-    from shiftkit.inputs import prompt_inputs
-    from shiftkit.loopkit import set_threads
-    from shiftkit.metrics import default_ks, eval_report
-    from shiftkit.models import check_tokenizer_matches, load_model_and_tokenizer
-
     set_threads(cfg.threads)
     model, tok = load_model_and_tokenizer(cfg.model)
     check_tokenizer_matches(model, tok, cfg.model)
@@ -235,3 +207,39 @@ def run_eval(cfg: ModelEvalConfig) -> dict:
     if cfg.out:
         summary.update(_write_eval(cfg.out, summary, rows, cfg.overwrite))
     return summary
+
+
+# ---- the training loops' periodic evaluation ----
+
+def task_eval_fn(model, tok, problems: list[Problem], reward_fn, max_new_tokens: int) -> Callable[[], dict] | None:
+    """``eval_fn`` for the kit: greedy accuracy on the toy tasks' ``problems`` as ``eval/...`` keys (None without)."""
+    if not problems:
+        return None
+
+    def eval_fn() -> dict:
+        ev = evaluate_model(model, tok, problems, reward_fn, max_new_tokens=max_new_tokens)
+        return {f"eval/{k}": v for k, v in ev.items() if k != "per_problem"}
+
+    return eval_fn
+
+
+def held_out_eval(model, tok, inp, max_new_tokens: int) -> Callable[[], dict] | None:
+    """``eval_fn`` for the kit on a run's held-out rows (None without any): the toy tasks' greedy
+    accuracy on arith data, else greedy accuracy under the run's rewards on the ``eval_split`` rows."""
+    if not inp.eval_items:
+        return None
+    if inp.arith:
+        if isinstance(inp.rewards, TaskRewards):
+            reward_fn = inp.rewards.mixture.reward
+        else:  # e.g. reward=arith on arith data: the run's own rewards on the held-out problems
+            by_problem = {id(e.problem): e for e in inp.eval_items}
+
+            def reward_fn(p, text):
+                return float(inp.rewards.score([by_problem[id(p)]], [text]).total[0] > 0)
+        return task_eval_fn(model, tok, [e.problem for e in inp.eval_items], reward_fn, max_new_tokens)
+
+    def eval_fn() -> dict:
+        summary, _ = greedy_eval(model, tok, inp, inp.eval_items, max_new_tokens)
+        return {f"eval/{k}": v for k, v in summary.items()}
+
+    return eval_fn

@@ -8,20 +8,20 @@ leaves nothing behind.
 
 The data source is ``data=`` (:mod:`shiftkit.data`); ``tasks=add,mul`` is kept as shorthand for
 ``data=arith:add,mul`` (giving both is an error). ``reward=`` empty means: the arithmetic tasks'
-own checker on ``arith:`` data (what the toy world always used), ``math`` on any other data.
+own checker on ``arith:`` data (what the toy world always used, :class:`shiftkit.rewards.TaskRewards`),
+``math`` on any other data. The keys are the commands' shared groups (:class:`shiftkit.data.DataKeys`,
+:class:`shiftkit.prompts.PromptKeys`, :class:`shiftkit.rewards.RewardKeys`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
+from shiftkit.data import DataArgs, is_arith, load_eval, load_prompts, load_sft, parse_arith
 from shiftkit.errors import ShiftkitError
-
-DATA_KEYS = ("data", "split", "subset", "prompt_key", "answer_key", "system_prompt", "shuffle", "max_samples",
-             "eval_split")
-PROMPT_KEYS = ("chat_template", "template", "chat_template_kwargs")
+from shiftkit.prompts import PromptRenderer
+from shiftkit.rewards import Rewards, TaskRewards
 
 
 def data_spec(cfg: Any, command: str) -> str:
@@ -38,45 +38,12 @@ def data_spec(cfg: Any, command: str) -> str:
 
 
 def data_args(cfg: Any, command: str, arith_n: int = 100):
-    from shiftkit.data import DataArgs
-
     args = DataArgs.from_config(cfg)
     return dataclasses.replace(args, data=data_spec(cfg, command), arith_n=arith_n)
 
 
-class TaskRewards:
-    """The arithmetic tasks' own checker (``Mixture.reward(problem, text)``) behind the
-    :class:`shiftkit.rewards.Rewards` interface, for ``arith:`` data with the default reward."""
-
-    def __init__(self, names: list[str]):
-        from shiftkit.tasks import Mixture
-
-        self.mixture = Mixture(names)
-        self.names = ["task"]
-        self.weights = [1.0]
-
-    def need_answer(self) -> str:
-        return ""
-
-    def check_columns(self, columns, data="") -> None:
-        return None
-
-    def describe(self) -> str:
-        return "the arithmetic tasks' checker"
-
-    def score(self, examples: list, completions: list[str], completion_ids=None, step: int = 0):
-        from shiftkit.rewards import RewardResult
-
-        total = [float(self.mixture.reward(e.problem, c)) for e, c in zip(examples, completions)]
-        m = sum(total) / len(total) if total else float("nan")
-        return RewardResult(total, {"task": total}, {"reward": m}, {})
-
-
 def load_rewards(cfg: Any, arith: bool):
     """The run's rewards: ``cfg.reward`` (names or import paths) or the default for the data."""
-    from shiftkit.data import parse_arith
-    from shiftkit.rewards import Rewards
-
     specs = list(getattr(cfg, "reward", []) or [])
     weights = list(getattr(cfg, "reward_weights", []) or [])
     if not specs:
@@ -117,16 +84,12 @@ class Inputs:
 
 
 def renderer_for(cfg: Any, tok, where: str):
-    from shiftkit.prompts import PromptArgs, PromptRenderer
-
-    return PromptRenderer.from_args(tok, PromptArgs.from_config(cfg), where)
+    return PromptRenderer.from_keys(tok, cfg, where)
 
 
 def prompt_inputs(cfg: Any, tok, command: str, *, need_reward: bool = True, eval_n: int = 100,
                   for_eval: bool = False, model_path: str = "", want_eval: bool = True) -> Inputs:
     """Prompts (+ held-out rows), renderer and rewards of a rl / opd / eval run, all checked."""
-    from shiftkit.data import is_arith, load_eval, load_prompts
-
     args = data_args(cfg, command, eval_n)
     arith = is_arith(args.data)
     rewards = load_rewards(cfg, arith) if need_reward else None
@@ -152,8 +115,6 @@ def prompt_inputs(cfg: Any, tok, command: str, *, need_reward: bool = True, eval
 
 
 def sft_inputs(cfg: Any, tok, model_path: str = "") -> Inputs:
-    from shiftkit.data import is_arith, load_sft
-
     args = data_args(cfg, "sft", getattr(cfg, "eval_n", 100))
     ds = load_sft(args, seed=cfg.seed, error_rate=cfg.error_rate)
     r = renderer_for(cfg, tok, model_path)
@@ -164,21 +125,3 @@ def sft_inputs(cfg: Any, tok, model_path: str = "") -> Inputs:
     if arith and getattr(cfg, "eval_every", 0):
         eval_items = list(ds.held_out(cfg.eval_n).items)
     return Inputs(ds, r, None, arith, eval_items)
-
-
-def samples_rows(step: int, examples: list, texts: list[str], rewards: dict[str, list[float]] | None,
-                 adv: list[float] | None, n: int, extra: dict[str, list] | None = None) -> list[dict]:
-    """The first ``n`` rollouts of a step as ``samples.jsonl`` rows."""
-    out = []
-    for b in range(min(n, len(texts))):
-        e = examples[b]
-        row = {"step": step, "prompt": e.prompt, "answer": e.answer, "completion": texts[b]}
-        for name, vals in (rewards or {}).items():
-            v = vals[b]
-            row[f"reward/{name}" if name != "total" else "reward"] = None if math.isnan(v) else v
-        if adv is not None:
-            row["advantage"] = adv[b]
-        for k, vals in (extra or {}).items():
-            row[k] = vals[b]
-        out.append(row)
-    return out

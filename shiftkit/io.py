@@ -11,7 +11,9 @@ import json
 import math
 import os
 import shutil
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -152,3 +154,42 @@ def truncate_jsonl(path: str | Path, keep: Any) -> None:
         return
     rows = [r for r in read_jsonl(p) if keep(r)]
     atomic_write_text(p, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+# ---- progress on a terminal and in a log ----
+
+class LineProgress:
+    """A progress bar for non-terminals: one log line every ``every`` steps (or 30 s), no carriage returns."""
+
+    def __init__(self, total: int, initial: int, desc: str, stream=None):
+        self.total, self.n, self.desc = total, initial, desc
+        self.every = max(1, total // 20)
+        self.stream = stream or sys.stderr
+        self.postfix: dict = {}
+        self.t0 = self.t_last = time.time()
+
+    def update(self, n: int = 1) -> None:
+        mark = self.n // self.every
+        self.n += n
+        now = time.time()
+        if self.n // self.every > mark or self.n >= self.total or now - self.t_last > 30:
+            self.t_last = now
+            extra = " ".join(f"{k}={v}" for k, v in self.postfix.items())
+            print(f"{self.desc}: step {self.n}/{self.total} ({now - self.t0:.0f}s) {extra}".rstrip(),
+                  file=self.stream, flush=True)
+
+    def set_postfix(self, **kw) -> None:
+        self.postfix = kw
+
+    def close(self) -> None:
+        pass
+
+
+def progress_bar(total: int, initial: int, desc: str, stream=None):
+    """tqdm on a terminal, :class:`LineProgress` otherwise (a redirected log stays line-based)."""
+    stream = stream or sys.stderr
+    if getattr(stream, "isatty", lambda: False)():
+        from tqdm import tqdm
+
+        return tqdm(total=total, initial=initial, desc=desc, leave=False, file=stream)
+    return LineProgress(total, initial, desc, stream)

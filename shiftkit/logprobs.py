@@ -2,18 +2,20 @@
 
 Every loop needs the same few quantities of a model's next-token distribution at the completion
 positions: log-probs at the sampled token or at arbitrary candidate ids (``[B, T, K]``), the
-student's top-K, the entropy, and, for Direct-OPD's ``full_vocab`` mode, a loss over the whole
-vocabulary. Computed from full logits, each costs ``B*T*V`` fp32 floats (2 GB at B=16, T=2048,
-V=151k, several times over for log-softmax, its gradient, teacher and reference). Here the model
-returns its **last hidden state** ``[B, T, H]`` (``H`` << ``V``) and the head ``hidden @ W.T``
-runs ``chunk`` positions at a time. With gradients on, a custom autograd function keeps nothing of
-a chunk for the backward and recomputes its logits there, one chunk at a time, accumulating the head's
-weight gradient in place: peak memory is ``O(chunk * V + V * H)``, whatever ``B * T``.
+student's top-K, the entropy, the teacher/reference divergence. Computed from full logits, each
+costs ``B*T*V`` fp32 floats (2 GB at B=16, T=2048, V=151k, several times over for log-softmax, its
+gradient, teacher and reference). Here the model returns its **last hidden state** ``[B, T, H]``
+(``H`` << ``V``) and the head ``hidden @ W.T`` runs ``chunk`` positions at a time
+(:func:`map_chunks`). With gradients on, a custom autograd function keeps nothing of a chunk for the
+backward and recomputes its logits there, one chunk at a time, accumulating the head's weight
+gradient in place: peak memory is ``O(chunk * V + V * H)``, whatever ``B * T``.
 
-The numbers are those of the unchunked path (:mod:`shiftkit.losses` on ``forward_logits``):
-logits are cast to fp32, then divided by ``temperature`` (as the loops do: the student and the KL
-anchor at the sampling temperature, teacher and reference at 1), then log-softmaxed over the whole
-vocabulary. The math of each loss is :mod:`shiftkit.losses`, called per chunk; nothing is copied.
+Each measure is written once, on full logits (:func:`logprobs_from_logits`, :func:`topk_from_logits`,
+:func:`entropy_from_logits`, :func:`jsd_from_logits`, :func:`topk_overlap_from_logits`: the references),
+and its chunked form over a :class:`Head` calls it per chunk: logits cast to fp32, divided by
+``temperature`` (the student and the KL anchor at the sampling temperature, teacher and reference at
+1), then log-softmaxed over the whole vocabulary. Losses over the whole vocabulary call
+:func:`map_chunks` too (:func:`shiftkit.losses.direct_opd_full_vocab_loss`).
 
 A :class:`Head` bundles what one model contributes: its hidden states, its output-embedding weight
 (and bias) and the temperature. Shapes: ``B`` rows, ``T`` completion positions, ``H`` hidden size,
@@ -35,13 +37,9 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from shiftkit import losses
 from shiftkit.errors import ShiftkitError
-
-try:  # the Direct-OPD signals (student_topk, direct_opd_candidates) live in shiftkit.advantages
-    from shiftkit import advantages as _adv
-except ImportError:  # pragma: no cover - before the losses/advantages split
-    _adv = losses
+from shiftkit.microbatch import per_micro_batch
+from shiftkit.sampling import forward_completion
 
 CHUNK_ELEMS = 2**24  # default chunk: about this many logits (64 MB in fp32) per [C, V] tensor
 
@@ -84,8 +82,6 @@ def forward_hidden(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, comp
     :func:`shiftkit.sampling.forward_completion` (the forward behind ``forward_logits``), asking for
     no logits (``logits_to_keep`` = an empty index).
     """
-    from shiftkit.sampling import forward_completion
-
     P = prompt_ids_BP.shape[1]
     out = forward_completion(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT, dtype,
                              output_hidden_states=True,
@@ -243,11 +239,48 @@ def map_chunks(fn: Callable, heads: list[Head], extras: list[torch.Tensor] = (),
     return tuple(o.reshape(B, T, *o.shape[1:]) for o in outs)
 
 
+# ---- measures of a next-token distribution on full logits (the references of the chunked forms) ----
+
+def logprobs_from_logits(logits_BTV: torch.Tensor, ids_BTK: torch.Tensor) -> torch.Tensor:
+    """Exact log-probs (softmax over the full vocabulary, fp32) at arbitrary candidate ids ``[B,T,K]``."""
+    return logits_BTV.float().log_softmax(-1).gather(-1, ids_BTK)
+
+
+def topk_from_logits(logits_BTV: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The top-``k`` ids and their (full-softmax) log-probs, both ``[B,T,K]`` (the student's candidates)."""
+    logp_BTV = logits_BTV.float().log_softmax(-1)
+    logp_BTK, ids_BTK = logp_BTV.topk(min(k, logp_BTV.shape[-1]), dim=-1)
+    return ids_BTK, logp_BTK
+
+
+def entropy_from_logits(logits_BTV: torch.Tensor) -> torch.Tensor:
+    """Per-token entropy ``[B, T]`` of softmax(logits)."""
+    logp_BTV = logits_BTV.float().log_softmax(-1)
+    return -(logp_BTV.exp() * logp_BTV).sum(-1)
+
+
+def jsd_from_logits(a_BTV: torch.Tensor, b_BTV: torch.Tensor) -> torch.Tensor:
+    """Jensen-Shannon divergence (nats) between two next-token distributions, per position ``[B,T]``."""
+    la_BTV, lb_BTV = a_BTV.float().log_softmax(-1), b_BTV.float().log_softmax(-1)
+    lm_BTV = torch.logaddexp(la_BTV, lb_BTV) - torch.log(torch.tensor(2.0))
+    kl_a = (la_BTV.exp() * (la_BTV - lm_BTV)).sum(-1)
+    kl_b = (lb_BTV.exp() * (lb_BTV - lm_BTV)).sum(-1)
+    return (0.5 * (kl_a + kl_b)).clamp(min=0.0)
+
+
+def topk_overlap_from_logits(a_logits_BTV: torch.Tensor, b_logits_BTV: torch.Tensor, k: int) -> torch.Tensor:
+    """Fraction of shared ids between the top-``k`` sets of two distributions, per position ``[B,T]``."""
+    k = min(k, a_logits_BTV.shape[-1])
+    ia = a_logits_BTV.topk(k, -1).indices
+    ib = b_logits_BTV.topk(k, -1).indices
+    return (ia.unsqueeze(-1) == ib.unsqueeze(-2)).any(-1).float().mean(-1)
+
+
 # ---- the quantities the loops need -------------------------------------------------------------
 
 def gather_logprobs(head: Head, ids_BTK: torch.Tensor, chunk: int | None = None) -> torch.Tensor:
-    """Exact log-probs (full-vocabulary softmax) at arbitrary ids ``[B, T, K]`` (= losses.gather_logprobs)."""
-    return map_chunks(lambda lg, ex: (losses.gather_logprobs(lg[0], ex[0]),), [head], [ids_BTK], chunk)[0]
+    """Exact log-probs (full-vocabulary softmax) at arbitrary ids ``[B, T, K]`` (= :func:`logprobs_from_logits`)."""
+    return map_chunks(lambda lg, ex: (logprobs_from_logits(lg[0], ex[0]),), [head], [ids_BTK], chunk)[0]
 
 
 def token_logprobs(head: Head, ids_BT: torch.Tensor, chunk: int | None = None) -> torch.Tensor:
@@ -257,25 +290,25 @@ def token_logprobs(head: Head, ids_BT: torch.Tensor, chunk: int | None = None) -
 
 def token_logprobs_entropy(head: Head, ids_BT: torch.Tensor, chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(log p(ids) [B, T], entropy [B, T])`` in one pass over the chunks; the entropy (a metric) carries no grad."""
-    return map_chunks(lambda lg, ex: (losses.gather_logprobs(lg[0], ex[0]).squeeze(-1),
-                                      losses.entropy_from_logits(lg[0].detach())),
+    return map_chunks(lambda lg, ex: (logprobs_from_logits(lg[0], ex[0]).squeeze(-1),
+                                      entropy_from_logits(lg[0].detach())),
                       [head], [ids_BT.unsqueeze(-1)], chunk)
 
 
 def student_topk(head: Head, k: int, chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top-``k`` ids and their log-probs ``[B, T, K]`` (= advantages.student_topk; ids chosen without grad)."""
+    """Top-``k`` ids and their log-probs ``[B, T, K]`` (= :func:`topk_from_logits`; ids chosen without grad)."""
     k = min(k, head.vocab)
 
     def fn(lg, ex):
-        ids = _adv.student_topk(lg[0].detach(), k)[0]
-        return ids, losses.gather_logprobs(lg[0], ids)
+        ids = topk_from_logits(lg[0].detach(), k)[0]
+        return ids, logprobs_from_logits(lg[0], ids)
 
     return map_chunks(fn, [head], [], chunk)
 
 
 def entropy(head: Head, chunk: int | None = None) -> torch.Tensor:
-    """Per-position entropy ``[B, T]`` (= losses.entropy_from_logits)."""
-    return map_chunks(lambda lg, ex: (losses.entropy_from_logits(lg[0]),), [head], [], chunk)[0]
+    """Per-position entropy ``[B, T]`` (= :func:`entropy_from_logits`)."""
+    return map_chunks(lambda lg, ex: (entropy_from_logits(lg[0]),), [head], [], chunk)[0]
 
 
 def topk_mass(head: Head, k: int, chunk: int | None = None) -> torch.Tensor:
@@ -286,90 +319,14 @@ def topk_mass(head: Head, k: int, chunk: int | None = None) -> torch.Tensor:
 
 
 def jsd(a: Head, b: Head, chunk: int | None = None) -> torch.Tensor:
-    """Jensen-Shannon divergence per position ``[B, T]`` (= losses.jsd_from_logits)."""
-    return map_chunks(lambda lg, ex: (losses.jsd_from_logits(lg[0], lg[1]),), [a, b], [], chunk)[0]
+    """Jensen-Shannon divergence per position ``[B, T]`` (= :func:`jsd_from_logits`)."""
+    return map_chunks(lambda lg, ex: (jsd_from_logits(lg[0], lg[1]),), [a, b], [], chunk)[0]
 
 
 def topk_overlap(a: Head, b: Head, k: int, chunk: int | None = None) -> torch.Tensor:
-    """Shared fraction of the two top-``k`` sets per position ``[B, T]`` (= losses.topk_overlap), no grad."""
+    """Shared fraction of the two top-``k`` sets per position ``[B, T]`` (= :func:`topk_overlap_from_logits`), no grad."""
     with torch.no_grad():
-        return map_chunks(lambda lg, ex: (losses.topk_overlap(lg[0], lg[1], k),), [a, b], [], chunk)[0]
-
-
-def position_weights(mask_BT: torch.Tensor, aggregation: str = "token_mean", num_tokens=None,
-                     num_seqs=None) -> torch.Tensor:
-    """Per-position weights ``[B, T]`` with ``sum(w * loss_BT) == losses.aggregate(loss_BT, mask, ...)``.
-
-    ``token_mean``: ``1 / N_tokens`` on valid positions; ``seq_mean``: ``1 / (n_valid(row) * N_seqs)``.
-    ``num_tokens`` / ``num_seqs`` are the global counts, as in :func:`shiftkit.losses.aggregate`.
-    """
-    m_BT = mask_BT.bool()
-    if aggregation == "token_mean":
-        n = m_BT.float().sum() if num_tokens is None else torch.as_tensor(num_tokens, dtype=torch.float32)
-        return m_BT.float() / n.clamp(min=1.0).to(m_BT.device)
-    if aggregation == "seq_mean":
-        per_row_B = m_BT.float().sum(-1)
-        n = (per_row_B > 0).float().sum() if num_seqs is None else torch.as_tensor(float(num_seqs))
-        return m_BT.float() / per_row_B.clamp(min=1.0)[:, None] / n.clamp(min=1.0).to(m_BT.device)
-    raise ValueError(f"unknown aggregation '{aggregation}' (use one of {', '.join(losses.AGGREGATIONS)})")
-
-
-def direct_opd_full_vocab_loss(
-    student: Head,
-    teacher: Head,
-    ref: Head,
-    mask_BT: torch.Tensor,
-    *,
-    old: Head | None = None,
-    keep_BT: torch.Tensor | None = None,
-    scale: float = 1.0,
-    clip: float = 0.0,
-    clip_low: float | None = None,
-    clip_high: float | None = None,
-    aggregation: str = "token_mean",
-    num_tokens=None,
-    num_seqs=None,
-    chunk: int | None = None,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Direct-OPD ``full_vocab``: the candidate PPO surrogate over every token, chunk by chunk.
-
-    Per chunk: ``adv, w, delta = advantages.direct_opd_candidates(student_logp, teacher_logp, ref_logp)``
-    with all ``V`` ids as candidates (what ``advantages.direct_opd_full_vocab`` does on full
-    logits), then :func:`shiftkit.losses.candidate_policy_loss`. The result equals the unchunked
-    ``candidate_policy_loss(student_logp_BTV, old_logp_BTV, adv_BTV, mask, ...)``:
-    the surrogate is positively homogeneous in the advantage, so each position's aggregation
-    weight (:func:`position_weights`) is folded into its advantage and the chunk losses add up.
-
-    ``old``: the old policy's head (off-policy: its probabilities weight Delta and its log-probs
-    are the ratio's denominator); default on-policy (the student's own detached log-probs, ratio 1).
-    ``keep_BT``: a position mask on the reward (S2D-OPD ``top_q``), like ``adv * keep`` in the loop.
-    Returns ``(loss, stats)``; ``stats`` (detached, ``[B, T]``, 0 at padding): ``reward`` =
-    ``sum_v adv`` (the adaptive-KL signal), ``delta_sum``, ``delta_sq_sum``, ``delta_pos`` (counts).
-    """
-    wpos_BT = position_weights(mask_BT, aggregation, num_tokens, num_seqs)
-    valid_BT = mask_BT.bool()
-    keep_BT = valid_BT if keep_BT is None else (keep_BT.bool() & valid_BT)
-    heads = [student, teacher.detach(), ref.detach()] + ([old.detach()] if old is not None else [])
-
-    def fn(lg, ex):
-        w_C, m_C, keep_C = ex
-        s_lp = lg[0].log_softmax(-1)
-        base_lp = (lg[3].log_softmax(-1) if len(lg) > 3 else s_lp).detach()
-        adv, _, delta = _adv.direct_opd_candidates(base_lp, lg[1].log_softmax(-1), lg[2].log_softmax(-1),
-                                                     scale=scale, clip=clip)
-        m_C1 = m_C[:, None]  # each position is one "row" of length 1; its weight is in the advantage
-        adv = adv * keep_C[:, None]  # the top-q position mask, as the loop's adv * keep
-        loss, _ = losses.candidate_policy_loss(s_lp[:, None], base_lp[:, None], (adv * w_C[:, None])[:, None], m_C1,
-                                               clip_low=clip_low, clip_high=clip_high, aggregation="token_mean",
-                                               num_tokens=1.0)
-        C = m_C.shape[0]
-        d = delta.detach() * m_C1.to(delta.dtype)
-        # the chunk's scalar loss, spread evenly over its C positions so that concatenating and summing adds it up
-        return (loss.expand(C) / max(C, 1), (adv.detach() * m_C1).sum(-1), d.sum(-1), (d * d).sum(-1),
-                ((delta.detach() > 0) & m_C1).float().sum(-1))
-
-    share_BT, *rest = map_chunks(fn, heads, [wpos_BT, valid_BT, keep_BT], chunk)
-    return share_BT.sum(), dict(zip(("reward", "delta_sum", "delta_sq_sum", "delta_pos"), rest))
+        return map_chunks(lambda lg, ex: (topk_overlap_from_logits(lg[0], lg[1], k),), [a, b], [], chunk)[0]
 
 
 @torch.no_grad()
@@ -379,3 +336,13 @@ def score(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_ma
     head = model_head(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT, dtype=dtype,
                       temperature=temperature)
     return token_logprobs(head, completion_ids_BT, chunk) * completion_mask_BT
+
+
+@torch.no_grad()
+def score_mb(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT, mbs: list, *,
+             dtype=None, temperature: float = 1.0, chunk: int = 0) -> torch.Tensor:
+    """Per-token log-probs ``[B, T]`` (0 at padding) scored micro-batch by micro-batch through the
+    chunked head (:func:`score`): memory of one micro-batch, never ``[B, T, V]``."""
+    return per_micro_batch(mbs, completion_ids_BT, lambda mb: score(
+        model, mb.prompt(prompt_ids_BP), mb.prompt(prompt_mask_BP), mb.completion(completion_ids_BT),
+        mb.completion(completion_mask_BT), dtype=dtype or "float32", temperature=temperature, chunk=chunk or None))

@@ -1,63 +1,51 @@
 """The training kit: the bookkeeping every loop shares, as plain functions (no trainer class, no callbacks).
 
-A loop (``sft.py``, ``rl.py``, ``opd/loop.py``, ``agent/rl.py``) keeps its step body inline and
-calls these around it::
+A loop (``sft.py``, ``rl.py``, ``opd/loop.py``, ``agent/rl.py``) keeps its step body inline and calls these::
 
-    d, run = open_run(cfg)                      # threads, Dist, RunDir (a finished run returns its summary)
+    d, run = open_run(cfg, d)                   # threads, the run directory (a finished run: return its summary)
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
-    st = resume(run, model, opt, d, cfg.steps, desc, cfg.progress)   # checkpoint, metrics.jsonl, progress bar
+    st = resume(run, model, opt, d, cfg.steps, desc, cfg.progress, cfg.report_to)  # checkpoint, logs, bar
     first_eval(st, eval_fn)                    # step-0 evaluation of a fresh run
     for step in range(st.start, cfg.steps):
         mine, roll = rollout(model, tok, prompts_P, G, cfg.seed, step, d, ...)   # the one seed formula
-        ... the algorithm ...
-        gnorm = optimizer_step(loss, model, opt, d, cfg.grad_clip, skip=not has_signal)
-        log_step(st, step, row, cfg.steps, eval_every, eval_fn)
+        opt.zero_grad(set_to_none=True)  # then the update, a visible for over microbatch.accumulating(...)
+        gnorm = clip_and_step(model, opt, cfg.grad_clip, skip=not has_signal)
+        write_samples(st, step, cfg.samples_every, lambda: samples_rows(...))
+        log_step(st, step, row, cfg.steps, cfg.eval_every, eval_fn)
         checkpoint(st, step, cfg.steps, cfg.save_every, model, tok, opt)
     return close_run(st, model, tok, summary, row)
 
-Every random draw is a function of ``(seed, step)`` (:func:`draw_prompts`, :func:`row_seed`), so a
-checkpoint holds only weights, optimizer state, the step and a small ``extra`` dict, and a resumed
-run continues bit for bit. No algorithm math lives here.
+Every random draw is a function of ``(seed, step)`` (the data's ``draw``, :func:`row_seed`), so a
+checkpoint holds only weights, optimizer state, the step and an ``extra`` dict, and a resumed run
+continues bit for bit. No algorithm math lives here (nor LoRA: :mod:`shiftkit.models`; scoring:
+:mod:`shiftkit.logprobs`; held-out evaluation: :mod:`shiftkit.evaluate`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
-import os
-import random
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from shiftkit.config import to_dict
-from shiftkit.dist import Dist
+from shiftkit.dist import Dist, set_threads
 from shiftkit.errors import ShiftkitError
+from shiftkit.io import JsonlWriter, LineProgress, progress_bar, truncate_jsonl
 from shiftkit.runs import RunDir, open_run_dir
-from shiftkit.sampling import sample
+from shiftkit.sampling import concat_rollouts, sample
 
 # ------------------------------------------------------------------------------ optimizer and schedule
 
-
-def set_threads(n: int) -> None:
-    """Use ``n`` torch threads (0 = leave torch's default). Data-parallel workers should use 1."""
-    if n > 0:
-        torch.set_num_threads(n)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.98)) -> torch.optim.Optimizer:
-    """AdamW; matrices decay, vectors (norms, biases) do not; shared parameters appear once.
-
-    The fused kernel (CPU and CUDA; what TRL's default ``adamw_torch_fused`` uses): no per-step
-    temporaries, where the ``foreach`` path allocates about one parameter-sized copy (measured 504 MB
-    transient on SmolLM2-135M)."""
-    decay, no_decay = [], []
-    seen = set()
+    """AdamW; matrices decay, vectors (norms, biases) do not; shared parameters appear once. The fused
+    kernel (CPU and CUDA, as TRL's default ``adamw_torch_fused``) allocates no per-step temporaries."""
+    decay, no_decay, seen = [], [], set()
     for n, p in model.named_parameters():
         if not p.requires_grad or id(p) in seen:
             continue
@@ -99,121 +87,24 @@ def grad_norm_clip(model: torch.nn.Module, max_norm: float) -> float:
     return float(torch.norm(torch.stack([p.grad.detach().norm() for p in params])))
 
 
-def optimizer_step(loss: torch.Tensor, model: torch.nn.Module, opt: torch.optim.Optimizer, d: Dist,
-                   grad_clip: float, skip: bool = False) -> float:
-    """Backward (scaled by the world size: losses use global counts), clip, step; returns the grad norm.
+def clip_and_step(model: torch.nn.Module, opt: torch.optim.Optimizer, grad_clip: float, skip: bool = False) -> float:
+    """Clip the accumulated gradient and step; returns the grad norm before clipping.
 
     ``skip`` (the no-signal guard): a batch that carries no information (every advantage 0, no KL)
     still has its gradient computed, but Adam does not step on it -- its momentum would move the
     policy on zero gradients.
     """
-    opt.zero_grad(set_to_none=True)
-    (loss * d.world).backward()
-    return _clip_and_step(model, opt, grad_clip, skip)
-
-
-def micro_step(model: torch.nn.Module, ddp_model: torch.nn.Module, opt: torch.optim.Optimizer, d: Dist, mbs: list,
-               loss_fn: Callable, grad_clip: float, skip: bool = False) -> tuple[torch.Tensor, float]:
-    """:func:`optimizer_step` over micro-batches: ``backward()`` of ``loss_fn(mb)`` for each
-    (:func:`shiftkit.microbatch.accumulate`; ``loss_fn`` normalises by the global counts, so the
-    accumulated gradient is the full batch's), then one clip and one step. Returns ``(loss, grad norm)``."""
-    from shiftkit.microbatch import accumulate
-
-    opt.zero_grad(set_to_none=True)
-    loss = accumulate(ddp_model, mbs, loss_fn, d.world)
-    return loss, _clip_and_step(model, opt, grad_clip, skip)
-
-
-def _clip_and_step(model, opt, grad_clip: float, skip: bool) -> float:
     gnorm = grad_norm_clip(model, grad_clip)
     if not skip:
         opt.step()
     return gnorm
 
 
-# ------------------------------------------------------------------------------ memory: LoRA, checkpointing, scoring
-
-
-def prepare_policy(model: torch.nn.Module, mem) -> torch.nn.Module:
-    """The trainable policy per the run's memory keys (:class:`shiftkit.microbatch.MemoryConfig`):
-    LoRA adapters through PEFT (``lora_r > 0``; the base is frozen) and activation checkpointing."""
-    from shiftkit.microbatch import set_gradient_checkpointing
-
-    if mem.lora_r:
-        try:
-            import peft
-        except ImportError:
-            raise ShiftkitError("lora_r > 0 needs peft: pip install peft") from None
-        targets = mem.lora_targets[0] if mem.lora_targets == ["all-linear"] else list(mem.lora_targets)
-        lcfg = peft.LoraConfig(r=mem.lora_r, lora_alpha=mem.lora_alpha or 2 * mem.lora_r,
-                               lora_dropout=mem.lora_dropout, target_modules=targets, bias="none",
-                               task_type="CAUSAL_LM")
-        try:
-            model = peft.get_peft_model(model, lcfg)
-        except ValueError as e:
-            raise ShiftkitError(f"lora_targets={mem.lora_targets}: {str(e).splitlines()[0]}") from None
-    if mem.grad_checkpointing:
-        set_gradient_checkpointing(model, True)
-    return model
-
-
-class AdapterOff:
-    """The frozen base of a LoRA policy as a scorer: each call runs with the adapters disabled, so
-    the KL reference / anchor costs no second copy of the weights."""
-
-    def __init__(self, peft_model) -> None:
-        self.m = peft_model
-
-    def __call__(self, *args, **kw):
-        with torch.no_grad(), self.m.disable_adapter():
-            return self.m(*args, **kw)
-
-    def get_output_embeddings(self):
-        return self.m.get_output_embeddings()
-
-    @property
-    def config(self):
-        return self.m.config
-
-
-def frozen_copy(model: torch.nn.Module, mem):
-    """The run's reference (KL anchor) at the starting weights: the LoRA policy with its adapters off,
-    else a frozen deep copy."""
-    import copy
-
-    if getattr(mem, "lora_r", 0):
-        return AdapterOff(model)
-    return copy.deepcopy(model).eval().requires_grad_(False)
-
-
-@torch.no_grad()
-def score_mb(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT, mbs: list, *,
-             dtype=None, temperature: float = 1.0, chunk: int = 0) -> torch.Tensor:
-    """Per-token log-probs ``[B, T]`` (0 at padding) scored micro-batch by micro-batch through the
-    chunked head (:func:`shiftkit.logprobs.score`): memory of one micro-batch, never ``[B, T, V]``."""
-    from shiftkit import logprobs as LP
-    from shiftkit.microbatch import per_micro_batch
-
-    return per_micro_batch(mbs, completion_ids_BT, lambda mb: LP.score(
-        model, mb.prompt(prompt_ids_BP), mb.prompt(prompt_mask_BP), mb.completion(completion_ids_BT),
-        mb.completion(completion_mask_BT), dtype=dtype or "float32", temperature=temperature, chunk=chunk or None))
-
-
 # ------------------------------------------------------------------------------ the draws of one step
-
 
 def row_seed(seed: int, step: int, prompt_idx: int, sample_idx: int) -> int:
     """The sampling seed of one rollout; independent of how rows are batched or sharded."""
     return (seed * 1_000_003 + step * 10_007 + prompt_idx * 101 + sample_idx) % (2**62)
-
-
-def draw_prompts(draw_one: Callable[[random.Random], Any], seed: int, step: int, n: int) -> list:
-    """``n`` training prompts (or problems) of one step, drawn by ``draw_one(rng)`` from ``(seed, step)``.
-
-    Every loop draws through here, so GRPO and OPD on the same seed see the same prompts.
-    """
-    rng = random.Random(f"rl:{seed}:{step}")
-    return [draw_one(rng) for _ in range(n)]
 
 
 def needs_old_logprobs(clip_low: float, clip_high: float, ppo_epochs: int, top_p: float = 1.0) -> bool:
@@ -232,8 +123,6 @@ def rollout(model, tok, prompts_P: list, group_size: int, seed: int, step: int, 
     rows at once (the KV cache of ``rows`` sequences); every row has its own seed, so the tokens do
     not depend on it.
     """
-    from shiftkit.sampling import concat_rollouts
-
     mine = d.shard(list(range(len(prompts_P))))
     prompts = [prompts_P[i] for i in mine for _ in range(group_size)]
     seeds = [row_seed(seed, step, i, j) for i in mine for j in range(group_size)]
@@ -250,7 +139,6 @@ def rollout(model, tok, prompts_P: list, group_size: int, seed: int, step: int, 
 
 
 # ------------------------------------------------------------------------------ the run around the steps
-
 
 @dataclasses.dataclass
 class RunState:
@@ -282,49 +170,13 @@ def open_run(cfg, d: Dist | None = None) -> tuple[Dist, RunDir]:
     return d, run
 
 
-class LineProgress:
-    """A progress bar for non-terminals: one log line every ``every`` steps (or 30 s), no carriage returns."""
-
-    def __init__(self, total: int, initial: int, desc: str, stream=None):
-        self.total, self.n, self.desc = total, initial, desc
-        self.every = max(1, total // 20)
-        self.stream = stream or sys.stderr
-        self.postfix: dict = {}
-        self.t0 = self.t_last = time.time()
-
-    def update(self, n: int = 1) -> None:
-        mark = self.n // self.every
-        self.n += n
-        now = time.time()
-        if self.n // self.every > mark or self.n >= self.total or now - self.t_last > 30:
-            self.t_last = now
-            extra = " ".join(f"{k}={v}" for k, v in self.postfix.items())
-            print(f"{self.desc}: step {self.n}/{self.total} ({now - self.t0:.0f}s) {extra}".rstrip(),
-                  file=self.stream, flush=True)
-
-    def set_postfix(self, **kw) -> None:
-        self.postfix = kw
-
-    def close(self) -> None:
-        pass
-
-
-def progress_bar(total: int, initial: int, desc: str, stream=None):
-    """tqdm on a terminal, :class:`LineProgress` otherwise (a redirected log stays line-based)."""
-    stream = stream or sys.stderr
-    if getattr(stream, "isatty", lambda: False)():
-        from tqdm import tqdm
-
-        return tqdm(total=total, initial=initial, desc=desc, leave=False, file=stream)
-    return LineProgress(total, initial, desc, stream)
+def _tracker_names(report_to: str) -> list[str]:
+    return [n.strip() for n in (report_to or "").split(",") if n.strip() and n.strip() != "none"]
 
 
 def check_report_to(report_to: str) -> None:
     """Fail at config time (before anything is written) when a requested tracker cannot be made."""
-    import importlib.util
-
-    names = [n.strip() for n in (report_to or "").split(",") if n.strip() and n.strip() != "none"]
-    for n in names:
+    for n in _tracker_names(report_to):
         if n not in ("tensorboard", "wandb"):
             raise ShiftkitError(f"report_to={n}: use tensorboard, wandb or none")
         if importlib.util.find_spec("accelerate") is None:
@@ -336,32 +188,13 @@ def check_report_to(report_to: str) -> None:
 
 def make_trackers(report_to: str, run: RunDir, config: dict) -> list:
     """accelerate's trackers for ``report_to=tensorboard|wandb`` (comma-separated; "" or none = off)."""
-    names = [n.strip() for n in (report_to or "").split(",") if n.strip() and n.strip() != "none"]
-    if not names:
-        return []
-    try:
-        from accelerate import tracking
-    except ImportError:
-        raise ShiftkitError(f"report_to={report_to} needs accelerate: pip install accelerate") from None
+    check_report_to(report_to)
     out = []
-    for n in names:
-        if n == "tensorboard":
-            try:
-                import tensorboard  # noqa: F401
-            except ImportError:
-                try:
-                    import tensorboardX  # noqa: F401
-                except ImportError:
-                    raise ShiftkitError("report_to=tensorboard needs tensorboard: pip install tensorboard") from None
-            t = tracking.TensorBoardTracker(run.path.name, str(run.path / "tensorboard"))
-        elif n == "wandb":
-            try:
-                import wandb  # noqa: F401
-            except ImportError:
-                raise ShiftkitError("report_to=wandb needs wandb: pip install wandb") from None
-            t = tracking.WandBTracker(run.path.name)
-        else:
-            raise ShiftkitError(f"report_to={n}: use tensorboard, wandb or none")
+    for n in _tracker_names(report_to):
+        from accelerate import tracking  # an optional dependency (checked above)
+
+        t = (tracking.TensorBoardTracker(run.path.name, str(run.path / "tensorboard")) if n == "tensorboard"
+             else tracking.WandBTracker(run.path.name))
         if hasattr(t, "start"):  # accelerate >= 1.x opens the writer / run in start() (Accelerator.init_trackers does)
             t.start()
         t.store_init_configuration({k: v for k, v in config.items() if isinstance(v, (int, float, str, bool))})
@@ -372,8 +205,6 @@ def make_trackers(report_to: str, run: RunDir, config: dict) -> list:
 def resume(run: RunDir, model, opt, d: Dist, steps: int, desc: str, progress: bool, report_to: str = "") -> RunState:
     """Load the latest checkpoint (if any) into ``model``/``opt``; open metrics.jsonl, samples.jsonl,
     the trackers and the progress bar. A resume says from which step it continues."""
-    from shiftkit.io import JsonlWriter, truncate_jsonl
-
     start, extra = 0, {}
     if (ck := run.latest_checkpoint()) is not None:
         start, extra = run.load_trainer_state(ck, model, opt)
@@ -389,11 +220,32 @@ def resume(run: RunDir, model, opt, d: Dist, steps: int, desc: str, progress: bo
     return RunState(run, d, start, extra, log, bar, time.time(), samples=samples, trackers=trackers)
 
 
+SAMPLES_RULES = {"samples_n": (lambda c: c.samples_every > 0, "with samples_every > 0")}  # config.check_dependent
+
+
 def write_samples(st: RunState, step: int, every: int, make_rows: Callable[[], list[dict]]) -> None:
     """Every ``every`` steps (and the first), append ``make_rows()`` to ``samples.jsonl`` (main rank)."""
     if st.samples is not None and every > 0 and (step % every == 0):
         for r in make_rows():
             st.samples.write(r)
+
+
+def samples_rows(step: int, examples: list, texts: list[str], rewards: dict[str, list[float]] | None,
+                 adv: list[float] | None, n: int, extra: dict[str, list] | None = None) -> list[dict]:
+    """The first ``n`` rollouts of a step as ``samples.jsonl`` rows."""
+    out = []
+    for b in range(min(n, len(texts))):
+        e = examples[b]
+        row = {"step": step, "prompt": e.prompt, "answer": e.answer, "completion": texts[b]}
+        for name, vals in (rewards or {}).items():
+            v = vals[b]
+            row[f"reward/{name}" if name != "total" else "reward"] = None if math.isnan(v) else v
+        if adv is not None:
+            row["advantage"] = adv[b]
+        for k, vals in (extra or {}).items():
+            row[k] = vals[b]
+        out.append(row)
+    return out
 
 
 def first_eval(st: RunState, eval_fn: Callable[[], dict] | None, **keys) -> None:
@@ -445,17 +297,3 @@ def close_run(st: RunState, model, tok, summary: dict, row: dict) -> dict:
         st.run.finish(model, tok, summary)
     st.d.barrier()
     return summary
-
-
-def held_out_eval(model, tok, evals: list, reward_fn, max_new_tokens: int) -> Callable[[], dict] | None:
-    """``eval_fn`` for the kit: greedy accuracy on ``evals`` as ``eval/...`` keys (None without evals)."""
-    if not evals:
-        return None
-    from shiftkit.evaluate import evaluate_model
-
-    def eval_fn() -> dict:
-        ev = evaluate_model(model, tok, evals, reward_fn, max_new_tokens=max_new_tokens)
-        return {f"eval/{k}": v for k, v in ev.items() if k != "per_problem"}
-
-    return eval_fn
-

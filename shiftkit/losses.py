@@ -4,8 +4,10 @@ One interface for all policy-gradient style objectives (GRPO, Direct-OPD, vanill
 multi-turn RL): the caller supplies a **per-token advantage** (from :mod:`shiftkit.advantages`) and
 a token mask, and one clipped surrogate turns it into a loss: :func:`candidate_policy_loss` over K
 candidates per position, with :func:`policy_loss` its K = 1 case. Besides it: the k3 KL penalty,
-the (clipped) value loss, SFT's cross-entropy, and per-token measures (entropy, JSD, top-k overlap).
-Nothing here reads a config object or ``self``; every function returns plain tensors or ``(loss, metrics)``.
+the (clipped) value loss, SFT's cross-entropy, and Direct-OPD's surrogate over the whole vocabulary
+(:func:`direct_opd_full_vocab_loss`, chunk by chunk over the models' heads). The per-token measures
+(entropy, JSD, top-k overlap) are :mod:`shiftkit.logprobs`'. Nothing here reads a config object or
+``self``; every function returns plain tensors or ``(loss, metrics)``.
 
 Shapes: ``B`` rows (completions), ``T`` completion tokens, ``K`` candidates per position, ``V`` vocabulary.
 """
@@ -13,6 +15,11 @@ Shapes: ``B`` rows (completions), ``T`` completion tokens, ``K`` candidates per 
 from __future__ import annotations
 
 import torch
+
+from shiftkit import advantages, logprobs
+# the per-token measures on full logits live in shiftkit.logprobs; these names are what opd.diagnostics calls
+from shiftkit.logprobs import entropy_from_logits, jsd_from_logits  # noqa: F401
+from shiftkit.logprobs import topk_overlap_from_logits as topk_overlap  # noqa: F401
 
 AGGREGATIONS = ("token_mean", "seq_mean")
 
@@ -190,31 +197,79 @@ def sft_loss_from_logprobs(logp_BT: torch.Tensor, mask_BT: torch.Tensor, num_tok
     return aggregate(-logp_BT, mask_BT, "token_mean", num_tokens)
 
 
-def entropy_from_logits(logits_BTV: torch.Tensor) -> torch.Tensor:
-    """Per-token entropy ``[B, T]`` of softmax(logits)."""
-    logp_BTV = logits_BTV.float().log_softmax(-1)
-    return -(logp_BTV.exp() * logp_BTV).sum(-1)
+# ---- Direct-OPD over the whole vocabulary, chunk by chunk (no [B, T, V]) ----
+
+def position_weights(mask_BT: torch.Tensor, aggregation: str = "token_mean", num_tokens=None,
+                     num_seqs=None) -> torch.Tensor:
+    """Per-position weights ``[B, T]`` with ``sum(w * loss_BT) == losses.aggregate(loss_BT, mask, ...)``.
+
+    ``token_mean``: ``1 / N_tokens`` on valid positions; ``seq_mean``: ``1 / (n_valid(row) * N_seqs)``.
+    ``num_tokens`` / ``num_seqs`` are the global counts, as in :func:`shiftkit.losses.aggregate`.
+    """
+    m_BT = mask_BT.bool()
+    if aggregation == "token_mean":
+        n = m_BT.float().sum() if num_tokens is None else torch.as_tensor(num_tokens, dtype=torch.float32)
+        return m_BT.float() / n.clamp(min=1.0).to(m_BT.device)
+    if aggregation == "seq_mean":
+        per_row_B = m_BT.float().sum(-1)
+        n = (per_row_B > 0).float().sum() if num_seqs is None else torch.as_tensor(float(num_seqs))
+        return m_BT.float() / per_row_B.clamp(min=1.0)[:, None] / n.clamp(min=1.0).to(m_BT.device)
+    raise ValueError(f"unknown aggregation '{aggregation}' (use one of {', '.join(AGGREGATIONS)})")
 
 
-# ---- log-probs at candidates, and per-token measures (diagnostics and the top-q score) ----
+def direct_opd_full_vocab_loss(
+    student: logprobs.Head,
+    teacher: logprobs.Head,
+    ref: logprobs.Head,
+    mask_BT: torch.Tensor,
+    *,
+    old: logprobs.Head | None = None,
+    keep_BT: torch.Tensor | None = None,
+    scale: float = 1.0,
+    clip: float = 0.0,
+    clip_low: float | None = None,
+    clip_high: float | None = None,
+    aggregation: str = "token_mean",
+    num_tokens=None,
+    num_seqs=None,
+    chunk: int | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Direct-OPD ``full_vocab``: the candidate PPO surrogate over every token, chunk by chunk.
 
-def gather_logprobs(logits_BTV: torch.Tensor, ids_BTK: torch.Tensor) -> torch.Tensor:
-    """Exact log-probs (softmax over the full vocabulary, fp32) at arbitrary candidate ids ``[B,T,K]``."""
-    return logits_BTV.float().log_softmax(-1).gather(-1, ids_BTK)
+    Per chunk: ``adv, w, delta = advantages.direct_opd_candidates(student_logp, teacher_logp, ref_logp)``
+    with all ``V`` ids as candidates (what ``advantages.direct_opd_full_vocab`` does on full
+    logits), then :func:`shiftkit.losses.candidate_policy_loss`. The result equals the unchunked
+    ``candidate_policy_loss(student_logp_BTV, old_logp_BTV, adv_BTV, mask, ...)``:
+    the surrogate is positively homogeneous in the advantage, so each position's aggregation
+    weight (:func:`position_weights`) is folded into its advantage and the chunk losses add up.
 
+    ``old``: the old policy's head (off-policy: its probabilities weight Delta and its log-probs
+    are the ratio's denominator); default on-policy (the student's own detached log-probs, ratio 1).
+    ``keep_BT``: a position mask on the reward (S2D-OPD ``top_q``), like ``adv * keep`` in the loop.
+    Returns ``(loss, stats)``; ``stats`` (detached, ``[B, T]``, 0 at padding): ``reward`` =
+    ``sum_v adv`` (the adaptive-KL signal), ``delta_sum``, ``delta_sq_sum``, ``delta_pos`` (counts).
+    """
+    wpos_BT = position_weights(mask_BT, aggregation, num_tokens, num_seqs)
+    valid_BT = mask_BT.bool()
+    keep_BT = valid_BT if keep_BT is None else (keep_BT.bool() & valid_BT)
+    heads = [student, teacher.detach(), ref.detach()] + ([old.detach()] if old is not None else [])
 
-def jsd_from_logits(a_BTV: torch.Tensor, b_BTV: torch.Tensor) -> torch.Tensor:
-    """Jensen-Shannon divergence (nats) between two next-token distributions, per position ``[B,T]``."""
-    la_BTV, lb_BTV = a_BTV.float().log_softmax(-1), b_BTV.float().log_softmax(-1)
-    lm_BTV = torch.logaddexp(la_BTV, lb_BTV) - torch.log(torch.tensor(2.0))
-    kl_a = (la_BTV.exp() * (la_BTV - lm_BTV)).sum(-1)
-    kl_b = (lb_BTV.exp() * (lb_BTV - lm_BTV)).sum(-1)
-    return (0.5 * (kl_a + kl_b)).clamp(min=0.0)
+    def fn(lg, ex):
+        w_C, m_C, keep_C = ex
+        s_lp = lg[0].log_softmax(-1)
+        base_lp = (lg[3].log_softmax(-1) if len(lg) > 3 else s_lp).detach()
+        adv, _, delta = advantages.direct_opd_candidates(base_lp, lg[1].log_softmax(-1), lg[2].log_softmax(-1),
+                                                     scale=scale, clip=clip)
+        m_C1 = m_C[:, None]  # each position is one "row" of length 1; its weight is in the advantage
+        adv = adv * keep_C[:, None]  # the top-q position mask, as the loop's adv * keep
+        loss, _ = candidate_policy_loss(s_lp[:, None], base_lp[:, None], (adv * w_C[:, None])[:, None], m_C1,
+                                               clip_low=clip_low, clip_high=clip_high, aggregation="token_mean",
+                                               num_tokens=1.0)
+        C = m_C.shape[0]
+        d = delta.detach() * m_C1.to(delta.dtype)
+        # the chunk's scalar loss, spread evenly over its C positions so that concatenating and summing adds it up
+        return (loss.expand(C) / max(C, 1), (adv.detach() * m_C1).sum(-1), d.sum(-1), (d * d).sum(-1),
+                ((delta.detach() > 0) & m_C1).float().sum(-1))
 
-
-def topk_overlap(a_logits_BTV: torch.Tensor, b_logits_BTV: torch.Tensor, k: int) -> torch.Tensor:
-    """Fraction of shared ids between the top-``k`` sets of two distributions, per position ``[B,T]``."""
-    k = min(k, a_logits_BTV.shape[-1])
-    ia = a_logits_BTV.topk(k, -1).indices
-    ib = b_logits_BTV.topk(k, -1).indices
-    return (ia.unsqueeze(-1) == ib.unsqueeze(-2)).any(-1).float().mean(-1)
+    share_BT, *rest = logprobs.map_chunks(fn, heads, [wpos_BT, valid_BT, keep_BT], chunk)
+    return share_BT.sum(), dict(zip(("reward", "delta_sum", "delta_sq_sum", "delta_pos"), rest))

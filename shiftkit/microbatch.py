@@ -1,4 +1,4 @@
-"""Micro-batches by token budget, exact gradient accumulation, gradient checkpointing and bf16 autocast.
+"""Micro-batches by token budget, exact gradient accumulation, gradient checkpointing, fp32 master weights.
 
 Memory of a training forward grows with ``rows x columns`` of the micro-batch, so a rollout batch is
 split into micro-batches of at most ``token_budget`` padded tokens (prompt + completion columns, after
@@ -13,14 +13,16 @@ completions right-padded and positions are ``cumsum(mask) - 1``, so dropping all
 changes no real token's position or attention.
 
 Mixed precision: the model stays in fp32 (the *master* weights; the optimizer's state follows the
-parameters' dtype, so it is fp32 too) and :func:`autocast` runs matmuls in bf16.
+parameters' dtype, so it is fp32 too, :func:`check_fp32_master`) and the training forward runs its
+matmuls in bf16 under autocast (``autocast=bfloat16``: :func:`autocast_dtype` is the ``dtype`` of
+:func:`shiftkit.sampling.forward_completion`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -71,7 +73,7 @@ def micro_batches(prompt_mask_BP: torch.Tensor, completion_mask_BT: torch.Tensor
 
     ``d`` (a Dist, or anything with ``world``): every rank gets the same number of micro-batches, the
     largest count over ranks; a rank with fewer repeats its last micro-batch with ``scale=0``
-    (:func:`accumulate` multiplies its loss by 0). FSDP all-gathers parameters in every forward, so
+    (its loss is multiplied by 0, see :func:`accumulating`). FSDP all-gathers parameters in every forward, so
     ranks running different numbers of forwards would hang.
     """
     if token_budget is not None and token_budget < 0:
@@ -134,17 +136,20 @@ def global_counts(completion_mask_BT: torch.Tensor, d=None) -> tuple[torch.Tenso
     return n_tok.float(), n_seq.float()
 
 
-def accumulate(model: torch.nn.Module, mbs: list[MicroBatch], loss_fn: Callable[[MicroBatch], torch.Tensor],
-               world: int = 1) -> torch.Tensor:
-    """``backward()`` of ``loss_fn(mb) * mb.scale * world`` for every micro-batch; returns the summed loss (detached).
+def accumulating(model: torch.nn.Module, mbs: list[MicroBatch]) -> Iterator[MicroBatch]:
+    """Iterate over ``mbs`` with the data-parallel gradient reduction deferred to the last micro-batch.
 
-    ``loss_fn`` must normalise by the global counts (:func:`global_counts`), so the sum of the
-    micro-batch losses is the full-batch loss and the accumulated gradient is its gradient. ``world``:
-    the data-parallel world size (DDP averages gradients over ranks; losses with global counts are sums).
-    The gradient reduction across ranks runs once, on the last micro-batch: DDP's ``no_sync`` or
-    FSDP2's ``set_requires_gradient_sync(False)`` before it.
+    The loop body (forward, ``backward()``) of every micro-batch but the last runs under DDP's
+    ``no_sync`` (FSDP2: ``set_requires_gradient_sync(False)``), so the ranks reduce the accumulated
+    gradient once. A single process (no wrapper) just iterates. Each micro-batch's loss must be
+    normalised by the global counts (:func:`global_counts`) and multiplied by ``mb.scale`` (0 for a
+    filler) and the world size (DDP averages over ranks; losses with global counts are sums)::
+
+        opt.zero_grad(set_to_none=True)
+        for mb in accumulating(ddp_model, mbs):
+            loss = loss_of(mb) * mb.scale
+            (loss * d.world).backward()
     """
-    total = torch.zeros(())
     fsdp2 = hasattr(model, "set_requires_gradient_sync")
     for i, mb in enumerate(mbs):
         last = i == len(mbs) - 1
@@ -154,10 +159,7 @@ def accumulate(model: torch.nn.Module, mbs: list[MicroBatch], loss_fn: Callable[
         else:
             ctx = contextlib.nullcontext() if last or not hasattr(model, "no_sync") else model.no_sync()
         with ctx:
-            loss = loss_fn(mb) * mb.scale
-            (loss * world).backward()
-        total = total + loss.detach().float().cpu()
-    return total
+            yield mb
 
 
 # ---- memory and precision switches ---------------------------------------------------------------
@@ -188,16 +190,6 @@ def is_gradient_checkpointing(model) -> bool:
     if hasattr(type(m), "is_activation_checkpointing"):
         return bool(m.is_activation_checkpointing)
     return bool(getattr(m, "is_gradient_checkpointing", False))
-
-
-def autocast(device: torch.device | str, dtype: str | torch.dtype | None):
-    """bf16/fp16 autocast on ``device`` (``None`` or fp32: no autocast). Weights stay fp32 (master)."""
-    from shiftkit.models import resolve_dtype
-
-    if dtype is None or resolve_dtype(dtype) == torch.float32:
-        return contextlib.nullcontext()
-    dev = torch.device(device) if isinstance(device, str) else device
-    return torch.autocast(device_type=dev.type, dtype=resolve_dtype(dtype))
 
 
 def check_fp32_master(model: torch.nn.Module, opt: torch.optim.Optimizer | None = None) -> None:

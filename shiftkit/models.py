@@ -10,6 +10,7 @@ saved as a real HF fast tokenizer, so they take exactly the code path a real che
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import io
 import logging
@@ -20,6 +21,7 @@ import torch
 
 from shiftkit.errors import ShiftkitError
 from shiftkit.io import atomic_dir
+from shiftkit.microbatch import set_gradient_checkpointing
 
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 CHAR_VOCAB = [chr(i) for i in range(32, 127)] + ["\n"]
@@ -325,3 +327,60 @@ def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike) -> Path:
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(src.state_dict())
     return save_model(model, tok, out)
+
+
+# ---- the policy of a training run: loading, LoRA, activation checkpointing, its frozen reference ----
+
+def load_policy(path: str, device):
+    """The model and tokenizer of a training run, the tokenizer checked against the model."""
+    model, tok = load_model_and_tokenizer(path, device=device)
+    check_tokenizer_matches(model, tok, path)
+    return model, tok
+
+
+def prepare_policy(model: torch.nn.Module, mem) -> torch.nn.Module:
+    """The trainable policy per the run's memory keys (:class:`shiftkit.microbatch.MemoryConfig`):
+    LoRA adapters through PEFT (``lora_r > 0``; the base is frozen) and activation checkpointing."""
+    if mem.lora_r:
+        try:
+            import peft
+        except ImportError:
+            raise ShiftkitError("lora_r > 0 needs peft: pip install peft") from None
+        targets = mem.lora_targets[0] if mem.lora_targets == ["all-linear"] else list(mem.lora_targets)
+        lcfg = peft.LoraConfig(r=mem.lora_r, lora_alpha=mem.lora_alpha or 2 * mem.lora_r,
+                               lora_dropout=mem.lora_dropout, target_modules=targets, bias="none",
+                               task_type="CAUSAL_LM")
+        try:
+            model = peft.get_peft_model(model, lcfg)
+        except ValueError as e:
+            raise ShiftkitError(f"lora_targets={mem.lora_targets}: {str(e).splitlines()[0]}") from None
+    if mem.grad_checkpointing:
+        set_gradient_checkpointing(model, True)
+    return model
+
+
+class AdapterOff:
+    """The frozen base of a LoRA policy as a scorer: each call runs with the adapters disabled, so
+    the KL reference / anchor costs no second copy of the weights."""
+
+    def __init__(self, peft_model) -> None:
+        self.m = peft_model
+
+    def __call__(self, *args, **kw):
+        with torch.no_grad(), self.m.disable_adapter():
+            return self.m(*args, **kw)
+
+    def get_output_embeddings(self):
+        return self.m.get_output_embeddings()
+
+    @property
+    def config(self):
+        return self.m.config
+
+
+def frozen_copy(model: torch.nn.Module, mem):
+    """The run's reference (KL anchor) at the starting weights: the LoRA policy with its adapters off,
+    else a frozen deep copy."""
+    if getattr(mem, "lora_r", 0):
+        return AdapterOff(model)
+    return copy.deepcopy(model).eval().requires_grad_(False)

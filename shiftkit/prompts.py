@@ -38,16 +38,12 @@ TEMPLATES = {"plain": "{prompt}", "dapo": DAPO_TEMPLATE}
 
 
 @dataclasses.dataclass
-class PromptArgs:
-    """The prompt keys every command shares."""
+class PromptKeys:
+    """The prompt-rendering keys of every command, declared once and mixed into each command's config."""
 
-    chat_template: str = "auto"  # auto (use the tokenizer's if it has one) | true (required) | false (raw text)
+    chat_template: str = "auto"  # auto (the tokenizer's if it has one) | true (required) | false (raw text)
     template: str = "{prompt}"  # wraps the user text: a string with {prompt}, or a name: plain | dapo
-    chat_template_kwargs: dict = dataclasses.field(default_factory=dict)  # e.g. {"enable_thinking": false}
-
-    @classmethod
-    def from_config(cls, cfg: Any) -> "PromptArgs":
-        return cls(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cls) if hasattr(cfg, f.name)})
+    chat_template_kwargs: dict = dataclasses.field(default_factory=dict)  # passed to apply_chat_template, e.g. {"enable_thinking": false}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,8 +103,9 @@ class PromptRenderer:
             raise ShiftkitError("chat_template_kwargs given but prompts are rendered without a chat template")
 
     @classmethod
-    def from_args(cls, tokenizer, args: PromptArgs, where: str = "") -> "PromptRenderer":
-        return cls(tokenizer, args.chat_template, args.template, args.chat_template_kwargs, where)
+    def from_keys(cls, tokenizer, keys: PromptKeys, where: str = "") -> "PromptRenderer":
+        """The renderer of a config that has the :class:`PromptKeys` (any command's)."""
+        return cls(tokenizer, keys.chat_template, keys.template, keys.chat_template_kwargs, where)
 
     def describe(self) -> str:
         how = "chat template" + (f" {self.kwargs}" if self.kwargs else "") if self.chat else "plain text"

@@ -50,6 +50,9 @@ from pathlib import Path
 import torch
 
 from shiftkit.errors import ShiftkitError
+from shiftkit.dist import unwrap
+from shiftkit.loopkit import row_seed
+from shiftkit.models import save_model
 from shiftkit.sampling import Rollouts, pad_left
 from shiftkit.serve import TOKEN_ENV
 
@@ -154,7 +157,6 @@ class RolloutClient:
                 temperature: float, top_p: float = 1.0, rows: int = 0) -> tuple[list[int], Rollouts]:
         """:func:`shiftkit.loopkit.rollout` with the samples drawn by the server (same sharding, seeds, layout).
         ``rows`` is accepted for the same call signature and unused: the server batches the requests."""
-        from shiftkit.loopkit import row_seed
 
         mine = d.shard(list(range(len(prompts_P))))
         enc = lambda p: tok(p, add_special_tokens=False)["input_ids"] if isinstance(p, str) else list(p)  # noqa: E731
@@ -170,8 +172,6 @@ class RolloutClient:
         others wait at a barrier."""
         import copy
 
-        from shiftkit.dist import unwrap
-        from shiftkit.models import save_model
 
         if d is None or d.is_main:
             path = Path(path).resolve()

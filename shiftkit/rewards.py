@@ -41,22 +41,23 @@ import types
 from pathlib import Path
 from typing import Any, Callable
 
+from shiftkit.data import AnswerKey
 from shiftkit.errors import ShiftkitError
+from shiftkit.tasks import Mixture
+from shiftkit.tasks.arith import extract_final_answer
+from shiftkit.tasks.math_answer import has_answer_marker
+from shiftkit.tasks.math_answer import math_reward as math_check
 
 RESERVED = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric")
 _NOT_COLUMNS = {*RESERVED, "prompt", "completion", "kwargs"}
 
 
 @dataclasses.dataclass
-class RewardArgs:
-    """The reward keys of rl / opd / eval."""
+class RewardKeys(AnswerKey):
+    """The reward keys of ``rl``, ``opd`` and ``eval`` (and the answer column they read), declared once."""
 
-    reward: list[str] = dataclasses.field(default_factory=lambda: ["math"])  # names or pkg.module:function
-    reward_weights: list[float] = dataclasses.field(default_factory=list)  # one per reward (default all 1.0)
-
-    @classmethod
-    def from_config(cls, cfg: Any) -> "RewardArgs":
-        return cls(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cls) if hasattr(cfg, f.name)})
+    reward: list[str] = dataclasses.field(default_factory=list)  # math | exact | arith | format | pkg.module:fn ([] = math; the task checker on arith data)
+    reward_weights: list[float] = dataclasses.field(default_factory=list)  # one weight per reward (default 1.0 each)
 
 
 def completion_text(c: Any) -> str:
@@ -89,9 +90,7 @@ def register_reward(name: str):
 
 @register_reward("math")
 def math_reward(prompts, completions, answer, **kwargs) -> list[float | None]:
-    from shiftkit.tasks.math_answer import math_reward as check
-
-    return [None if a is None else check(completion_text(c), a) for c, a in zip(completions, answer)]
+    return [None if a is None else math_check(completion_text(c), a) for c, a in zip(completions, answer)]
 
 
 @register_reward("exact")
@@ -102,8 +101,6 @@ def exact_reward(prompts, completions, answer, **kwargs) -> list[float | None]:
 
 @register_reward("arith")
 def arith_reward(prompts, completions, answer, **kwargs) -> list[float | None]:
-    from shiftkit.tasks.arith import extract_final_answer
-
     out = []
     for c, a in zip(completions, answer):
         got = extract_final_answer(completion_text(c))
@@ -113,8 +110,6 @@ def arith_reward(prompts, completions, answer, **kwargs) -> list[float | None]:
 
 @register_reward("format")
 def format_reward(prompts, completions, **kwargs) -> list[float]:
-    from shiftkit.tasks.math_answer import has_answer_marker
-
     return [float(has_answer_marker(completion_text(c))) for c in completions]
 
 
@@ -329,6 +324,30 @@ class Rewards:
             keys += [k for k in e.columns if k not in keys]
         cols = {k: [e.columns.get(k) for e in examples] for k in keys}
         return self(prompts, comps, cols, completion_ids, step)
+
+
+class TaskRewards:
+    """The arithmetic tasks' own checker (``Mixture.reward(problem, text)``) behind the
+    :class:`Rewards` interface, for ``arith:`` data with the default reward."""
+
+    def __init__(self, names: list[str]):
+        self.mixture = Mixture(names)
+        self.names = ["task"]
+        self.weights = [1.0]
+
+    def need_answer(self) -> str:
+        return ""
+
+    def check_columns(self, columns, data="") -> None:
+        return None
+
+    def describe(self) -> str:
+        return "the arithmetic tasks' checker"
+
+    def score(self, examples: list, completions: list[str], completion_ids=None, step: int = 0):
+        total = [float(self.mixture.reward(e.problem, c)) for e, c in zip(examples, completions)]
+        m = sum(total) / len(total) if total else float("nan")
+        return RewardResult(total, {"task": total}, {"reward": m}, {})
 
 
 async def _await(x):

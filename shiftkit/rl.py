@@ -18,37 +18,29 @@ from pathlib import Path
 
 import torch
 
-from shiftkit import advantages, losses
-from shiftkit import logprobs as LP
+from shiftkit import advantages, logprobs, losses, microbatch
 from shiftkit import loopkit as kit
-from shiftkit import microbatch as MB
 from shiftkit.config import check_dependent
+from shiftkit.data import DataKeys, HeldOutKeys
+from shiftkit.dist import Dist, set_threads
 from shiftkit.errors import ShiftkitError
-from shiftkit.prompts import CHAT_TEMPLATE_RULES
+from shiftkit.evaluate import held_out_eval
+from shiftkit.inputs import prompt_inputs
+from shiftkit.models import frozen_copy, load_policy, prepare_policy
+from shiftkit.microbatch import MemoryConfig
+from shiftkit.prompts import CHAT_TEMPLATE_RULES, PromptKeys
+from shiftkit.rewards import RewardKeys
 from shiftkit.remote import RolloutClient, RolloutSync, logprob_gap
 from shiftkit.sampling import Rollouts
 
 
 @dataclasses.dataclass
-class GRPOConfig(MB.MemoryConfig):
+class GRPOConfig(MemoryConfig, DataKeys, HeldOutKeys, PromptKeys, RewardKeys):
+    """``shiftkit rl``: the GRPO keys below, plus the shared groups: memory (:class:`MemoryConfig`), data
+    (:class:`DataKeys`, :class:`HeldOutKeys`), prompts (:class:`PromptKeys`) and rewards (:class:`RewardKeys`)."""
+
     model: str = ""  # HF model dir or cached hub id (the policy's start and the KL reference)
     out: str = "runs/rl"  # run directory (config.json, metrics.jsonl, samples.jsonl, checkpoints/, final/)
-    # -- data, prompts, reward (shiftkit.data / shiftkit.prompts / shiftkit.rewards) --
-    data: str = ""  # prompts: a .jsonl/.json/.parquet/.csv file, a dataset dir, a cached hub id, or arith:add,mul
-    tasks: list[str] = dataclasses.field(default_factory=list)  # shorthand for data=arith:<tasks> (the toy tasks)
-    split: str = ""  # dataset split ("" = the only one, else train)
-    subset: str = ""  # hub/directory dataset configuration name
-    prompt_key: str = "prompt"  # column with the prompt (a string or chat messages)
-    answer_key: str = "answer"  # column with the reference answer (reaches rewards as `answer`)
-    system_prompt: str = ""  # system message added to every prompt
-    shuffle: bool = True  # seeded shuffle of the rows and of each epoch
-    max_samples: int = 0  # keep at most this many rows (0 = all)
-    eval_split: str = ""  # held-out rows for periodic eval: a split name or a fraction (user data only)
-    chat_template: str = "auto"  # auto (the tokenizer's if it has one) | true (required) | false (raw text)
-    template: str = "{prompt}"  # wraps the user text: a string with {prompt}, or plain | dapo
-    chat_template_kwargs: dict = dataclasses.field(default_factory=dict)  # passed to apply_chat_template
-    reward: list[str] = dataclasses.field(default_factory=list)  # math | exact | arith | format | pkg.module:fn ([] = math; the task checker on arith data)
-    reward_weights: list[float] = dataclasses.field(default_factory=list)  # one weight per reward (default 1.0 each)
     # -- GRPO --
     steps: int = 200  # optimizer steps
     prompts_per_step: int = 16  # prompts per step (each sampled group_size times)
@@ -90,67 +82,37 @@ class GRPOConfig(MB.MemoryConfig):
             raise ShiftkitError(f"rl: aggregation must be token_mean or seq_mean, got '{self.aggregation}'")
         if self.adv_scale not in ("std", "none"):
             raise ShiftkitError(f"rl: adv_scale must be std or none, got '{self.adv_scale}'")
-        check_unread(self, "rl")
+        self.check_data("rl")
         check_dependent(self, GRPO_DEPENDENT, "rl")
         self.validate_memory("rl")
         kit.check_report_to(self.report_to)
 
 
-# keys read only when another key is set (shiftkit.config.check_dependent); OPD adds its own
-PROMPT_DEPENDENT = {**CHAT_TEMPLATE_RULES, "samples_n": (lambda c: c.samples_every > 0, "with samples_every > 0")}
-GRPO_DEPENDENT = {**PROMPT_DEPENDENT, "kl_clamp": (lambda c: c.kl_coef > 0, "with a KL (kl_coef > 0)"),
+# keys read only when another key is set (shiftkit.config.check_dependent)
+GRPO_DEPENDENT = {**CHAT_TEMPLATE_RULES, **kit.SAMPLES_RULES,
+                  "kl_clamp": (lambda c: c.kl_coef > 0, "with a KL (kl_coef > 0)"),
                   "rollout_sync": (lambda c: bool(c.rollout_url), "with served rollouts (rollout_url)")}
 
 
-def check_unread(cfg, command: str) -> None:
-    """Keys the run would not read, given the data, are errors (not silent no-ops)."""
-    from shiftkit.data import is_arith
-
-    if cfg.tasks and cfg.data:
-        raise ShiftkitError(f"{command}: give data=... or tasks=... (shorthand for data=arith:...), not both")
-    arith = bool(cfg.tasks) or is_arith(cfg.data)
-    defaults = {f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default)
-                for f in dataclasses.fields(cfg)}
-    unread = []
-    if arith:
-        unread += [k for k in ("split", "subset", "prompt_key", "answer_key", "max_samples", "eval_split", "shuffle")
-                   if hasattr(cfg, k) and getattr(cfg, k) != defaults[k]]
-    elif cfg.data:
-        unread += [k for k in ("eval_n",) if hasattr(cfg, k) and getattr(cfg, k) != defaults[k]]
-    if unread:
-        why = "arith data is generated" if arith else "eval_n counts arith held-out problems"
-        raise ShiftkitError(f"{command}: data={cfg.data or 'arith:' + ','.join(cfg.tasks)} does not read "
-                            f"{', '.join(unread)} ({why}); leave {'it' if len(unread) == 1 else 'them'} at the default")
-
-
-def rollout_stats(roll: Rollouts) -> dict:
+def rollout_stats(roll: Rollouts, train_logp_BT: torch.Tensor) -> dict:
+    """Length and EOS rate of this rank's rollouts, and the sampler - trainer log-prob gap on their tokens."""
     m = roll.completion_mask_BT.float()
-    return {"response_len": float(m.sum(-1).mean()), "eos_rate": float(roll.eos_B.float().mean())}
-
-
-def load_policy(path: str, device):
-    """The model and tokenizer of a training run, the tokenizer checked against the model."""
-    from shiftkit.models import check_tokenizer_matches, load_model_and_tokenizer
-
-    model, tok = load_model_and_tokenizer(path, device=device)
-    check_tokenizer_matches(model, tok, path)
-    return model, tok
+    gap = logprob_gap(roll.logp_BT, train_logp_BT, roll.completion_mask_BT)
+    return {"response_len": float(m.sum(-1).mean()), "eos_rate": float(roll.eos_B.float().mean()),
+            "rollout/logprob_gap": gap["mean_abs"], "rollout/logprob_gap_max_abs": gap["max_abs"],
+            "rollout/logprob_gap_mean_signed": gap["mean_signed"]}
 
 
 def run_grpo(cfg: GRPOConfig) -> dict:
-    from shiftkit.dist import Dist
-    from shiftkit.inputs import prompt_inputs, samples_rows
-
-    kit.set_threads(cfg.threads)
+    set_threads(cfg.threads)
     d = Dist()
     model, tok = load_policy(cfg.model, d.device)
     inp = prompt_inputs(cfg, tok, "rl", eval_n=cfg.eval_n, model_path=cfg.model, want_eval=cfg.eval_every > 0)
-    rewards = inp.rewards
     d, run = kit.open_run(cfg, d)  # nothing is written before the model, data and reward load and validate
     if run.done:
         return run.summary()
-    model = kit.prepare_policy(model, cfg)  # LoRA adapters, activation checkpointing
-    ref = kit.frozen_copy(model, cfg) if cfg.kl_coef > 0 else None
+    model = prepare_policy(model, cfg)  # LoRA adapters, activation checkpointing
+    ref = frozen_copy(model, cfg) if cfg.kl_coef > 0 else None
     model.train()
     opt = kit.make_optimizer(model, cfg.lr, cfg.weight_decay)
     st = kit.resume(run, model, opt, d, cfg.steps, f"grpo {Path(cfg.out).name}", cfg.progress, cfg.report_to)
@@ -160,10 +122,9 @@ def run_grpo(cfg: GRPOConfig) -> dict:
     client = RolloutClient(cfg.rollout_url, sync=cfg.rollout_sync) if cfg.rollout_url else None
     if client is not None:  # the server samples from the run's policy (the start, or the resumed checkpoint)
         client.sync_weights(model, tok, run.path / "rollout_weights", d)
-    clip_low = cfg.clip_low or None
-    clip_high = (cfg.clip_high or cfg.clip_low) or None
+    clip_low, clip_high = cfg.clip_low or None, (cfg.clip_high or cfg.clip_low) or None  # 0 = no clip
     off_policy = kit.needs_old_logprobs(cfg.clip_low, cfg.clip_high, cfg.ppo_epochs, cfg.top_p)
-    dtype, chunk = MB.autocast_dtype(cfg.autocast), cfg.logit_chunk or None
+    dtype, chunk = microbatch.autocast_dtype(cfg.autocast), cfg.logit_chunk or None
     P, G = cfg.prompts_per_step, cfg.group_size
     row: dict = {}
     for step in range(st.start, cfg.steps):
@@ -174,20 +135,18 @@ def run_grpo(cfg: GRPOConfig) -> dict:
                                max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p)
         t_sample = time.time() - t0
         ex_B = [problems[i] for i in mine for _ in range(G)]
-        res = rewards.score(ex_B, roll.texts, step=step,
-                            completion_ids=[x[m.bool()].tolist() for x, m in
-                                            zip(roll.completion_ids_BT, roll.completion_mask_BT)])
-        scorable_B = torch.tensor(res.scorable)
+        res = inp.rewards.score(ex_B, roll.texts, step=step, completion_ids=[
+            x[m.bool()].tolist() for x, m in zip(roll.completion_ids_BT, roll.completion_mask_BT)])
         rewards_B = torch.tensor(res.total).nan_to_num(0.0)
-        adv_B = advantages.group_advantages(rewards_B, G, cfg.adv_scale) * scorable_B
+        adv_B = advantages.group_advantages(rewards_B, G, cfg.adv_scale) * torch.tensor(res.scorable)
         mask_BT = roll.completion_mask_BT
         adv_BT = adv_B[:, None].expand_as(mask_BT).to(d.device)
         args = (roll.prompt_ids_BP, roll.prompt_mask_BP, roll.completion_ids_BT, mask_BT)
-        mbs = MB.micro_batches(roll.prompt_mask_BP, mask_BT, cfg.token_budget, d=d)  # memory: one micro-batch
+        mbs = microbatch.micro_batches(roll.prompt_mask_BP, mask_BT, cfg.token_budget, d=d)  # memory: one micro-batch
         t1 = time.time()
-        old_logp_BT = (kit.score_mb(model, *args, mbs, dtype=dtype, temperature=cfg.temperature, chunk=chunk)
+        old_logp_BT = (logprobs.score_mb(model, *args, mbs, dtype=dtype, temperature=cfg.temperature, chunk=chunk)
                        if off_policy else None)
-        ref_logp_BT = (kit.score_mb(ref, *args, mbs, dtype=dtype, temperature=cfg.temperature, chunk=chunk)
+        ref_logp_BT = (logprobs.score_mb(ref, *args, mbs, dtype=dtype, temperature=cfg.temperature, chunk=chunk)
                        if ref is not None else None)
         t_score = time.time() - t1
         n_tok, n_seq = d.sum(mask_BT.sum()), P * G
@@ -196,13 +155,13 @@ def run_grpo(cfg: GRPOConfig) -> dict:
         kit.set_lr(opt, kit.lr_at(step, cfg.lr, cfg.warmup, cfg.steps, cfg.schedule))
         train_logp_BT = torch.zeros_like(roll.logp_BT)  # the trainer's log-probs of the sampled tokens, before the update
         for epoch in range(cfg.ppo_epochs):
-            sums = {"clip": 0.0, "ent": 0.0, "kl": 0.0}
-
-            def loss_fn(mb: MB.MicroBatch) -> torch.Tensor:
+            opt.zero_grad(set_to_none=True)
+            loss_sum, clip_sum, ent_sum, kl_sum = torch.zeros(()), 0.0, 0.0, 0.0
+            for mb in microbatch.accumulating(ddp_model, mbs):  # no_sync until the last micro-batch
                 m_bt, ids_bt = mb.completion(mask_BT), mb.completion(roll.completion_ids_BT)
-                head = LP.model_head(ddp_model, mb.prompt(roll.prompt_ids_BP), mb.prompt(roll.prompt_mask_BP),
-                                     ids_bt, m_bt, dtype=dtype, temperature=cfg.temperature)
-                logp_bt, ent_bt = LP.token_logprobs_entropy(head, ids_bt, chunk)
+                head = logprobs.model_head(ddp_model, mb.prompt(roll.prompt_ids_BP), mb.prompt(roll.prompt_mask_BP),
+                                           ids_bt, m_bt, dtype=dtype, temperature=cfg.temperature)
+                logp_bt, ent_bt = logprobs.token_logprobs_entropy(head, ids_bt, chunk)
                 old = mb.completion(old_logp_BT) if old_logp_BT is not None else logp_bt.detach()
                 loss, pm = losses.policy_loss(logp_bt, old, mb.completion(adv_BT), m_bt, clip_low=clip_low,
                                               clip_high=clip_high, aggregation=cfg.aggregation, num_tokens=n_tok,
@@ -212,29 +171,26 @@ def run_grpo(cfg: GRPOConfig) -> dict:
                     kl_loss, kl_mean = losses.kl_penalty(logp_bt, mb.completion(ref_logp_BT), m_bt, cfg.kl_coef,
                                                          cfg.aggregation, n_tok, n_seq, clamp=cfg.kl_clamp)
                     loss = loss + kl_loss
-                    sums["kl"] += float(kl_mean) * n
-                sums["clip"] += float(pm["clip_frac"]) * n
-                sums["ent"] += float((ent_bt.detach() * m_bt).sum()) * mb.scale
+                    kl_sum += float(kl_mean) * n
+                loss = loss * mb.scale  # 0 for a filler micro-batch that only keeps ranks in step
+                (loss * d.world).backward()  # the loss is a global-count mean: summed over micro-batches and ranks
+                loss_sum = loss_sum + loss.detach().float().cpu()
+                clip_sum += float(pm["clip_frac"]) * n
+                ent_sum += float((ent_bt.detach() * m_bt).sum()) * mb.scale
                 if epoch == 0 and mb.scale:
                     mb.put(train_logp_BT, logp_bt.detach())
-                return loss
-
-            loss, gnorm = kit.micro_step(model, ddp_model, opt, d, mbs, loss_fn, cfg.grad_clip, skip=not has_signal)
+            gnorm = kit.clip_and_step(model, opt, cfg.grad_clip, skip=not has_signal)
         t_update = time.time() - t2
         if client is not None:  # the next step samples from the updated policy
             client.sync_weights(model, tok, run.path / "rollout_weights", d)
         n_mine = max(float(mask_BT.sum()), 1.0)
-        gap = logprob_gap(roll.logp_BT, train_logp_BT, mask_BT)  # rollout - trainer, over this rank's tokens
-        stats = {"reward": float(d.sum(rewards_B.sum()) / n_seq), **rollout_stats(roll)}
         per_reward = {k: v for k, v in res.metrics.items() if k.startswith("rewards/")}
-        row = {"step": step, "loss": float(loss), **stats, **per_reward, "entropy": sums["ent"] / n_mine,
-               "kl": sums["kl"] / n_mine, "clip_frac": sums["clip"] / n_mine, "grad_norm": gnorm,
-               "lr": opt.param_groups[0]["lr"], "rollout/logprob_gap": gap["mean_abs"],
-               "rollout/logprob_gap_max_abs": gap["max_abs"], "rollout/logprob_gap_mean_signed": gap["mean_signed"],
-               "micro_batches": len(mbs),
-               "frac_groups_with_signal": float((rewards_B.view(-1, G).std(-1) > 0).float().mean()),
+        row = {"step": step, "loss": float(loss_sum), "reward": float(d.sum(rewards_B.sum()) / n_seq),
+               **rollout_stats(roll, train_logp_BT), **per_reward, "entropy": ent_sum / n_mine, "kl": kl_sum / n_mine,
+               "clip_frac": clip_sum / n_mine, "grad_norm": gnorm, "lr": opt.param_groups[0]["lr"],
+               "micro_batches": len(mbs), "frac_groups_with_signal": float((rewards_B.view(-1, G).std(-1) > 0).float().mean()),
                "time/sample": t_sample, "time/score": t_score, "time/update": t_update, "step_time": time.time() - t0}
-        kit.write_samples(st, step, cfg.samples_every, lambda: samples_rows(
+        kit.write_samples(st, step, cfg.samples_every, lambda: kit.samples_rows(
             step, ex_B, roll.texts, {"total": res.total, **({} if len(res.per_reward) == 1 else res.per_reward)},
             adv_B.tolist(), cfg.samples_n))
         kit.log_step(st, step, row, cfg.steps, cfg.eval_every, eval_fn, reward=f"{row['reward']:.2f}")
@@ -242,28 +198,3 @@ def run_grpo(cfg: GRPOConfig) -> dict:
     summary = {"out": str(run.final), "steps": cfg.steps, "train_seconds": time.time() - st.t_start,
                "final_reward": row.get("reward")}
     return kit.close_run(st, model, tok, summary, row)
-
-
-def held_out_eval(model, tok, inp, max_new_tokens: int):
-    """``eval_fn`` for the kit on the run's held-out rows (None without any): the toy tasks' greedy
-    accuracy on arith data, else greedy accuracy under the run's rewards on the ``eval_split`` rows."""
-    if not inp.eval_items:
-        return None
-    if inp.arith:
-        from shiftkit.inputs import TaskRewards
-
-        if isinstance(inp.rewards, TaskRewards):
-            reward_fn = inp.rewards.mixture.reward
-        else:  # e.g. reward=arith on arith data: the run's own rewards on the held-out problems
-            by_problem = {id(e.problem): e for e in inp.eval_items}
-
-            def reward_fn(p, text):
-                return float(inp.rewards.score([by_problem[id(p)]], [text]).total[0] > 0)
-        return kit.held_out_eval(model, tok, [e.problem for e in inp.eval_items], reward_fn, max_new_tokens)
-    from shiftkit.evaluate import greedy_eval
-
-    def eval_fn() -> dict:
-        summary, _ = greedy_eval(model, tok, inp, inp.eval_items, max_new_tokens)
-        return {f"eval/{k}": v for k, v in summary.items()}
-
-    return eval_fn

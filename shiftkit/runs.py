@@ -23,6 +23,7 @@ import torch
 
 from shiftkit.errors import ShiftkitError
 from shiftkit.io import JsonlWriter, atomic_dir, atomic_write_json, ensure_writable_dir, truncate_jsonl
+from shiftkit.models import quiet_hf, save_model
 
 
 class RunDir:
@@ -73,8 +74,6 @@ class RunDir:
 
     # ---- checkpoints ---------------------------------------------------------------------------
     def save_checkpoint(self, step: int, model, tokenizer, optimizer, keep: int = 2, extra: dict | None = None) -> Path:
-        from shiftkit.models import quiet_hf
-
         ckdir = self.path / "checkpoints" / f"step_{step:06d}"
         with atomic_dir(ckdir) as tmp:
             with quiet_hf():
@@ -119,11 +118,7 @@ class RunDir:
         return int(ts["step"]), ts.get("extra", {})
 
     def finish(self, model, tokenizer, summary: dict[str, Any]) -> None:
-        from shiftkit.models import save_model
-
         if is_peft(model):  # a LoRA run: the adapter in adapter/, the merged model in final/ (what other commands load)
-            from shiftkit.models import quiet_hf
-
             with atomic_dir(self.path / "adapter") as tmp, quiet_hf():
                 model.save_pretrained(tmp, safe_serialization=True)
             model = model.merge_and_unload()

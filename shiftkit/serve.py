@@ -65,6 +65,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 from shiftkit.errors import ShiftkitError
+from shiftkit.dist import set_threads
+from shiftkit.models import load_model, load_model_and_tokenizer, load_tokenizer
+from shiftkit.sampling import sample
 
 Route = Callable[[dict], tuple[int, dict]]
 TOKEN_ENV = "SHIFTKIT_SERVE_TOKEN"  # the token a server requires and a client sends (Authorization: Bearer)
@@ -469,7 +472,6 @@ class CompletionServer(JSONServer):
         return 200, {"object": "list", "data": [{"id": self.name, "object": "model", "owned_by": "shiftkit"}]}
 
     def completions(self, req: dict) -> tuple[int, dict]:
-        from shiftkit.sampling import sample
 
         lim = self.limits
         check_fields(req, COMPLETION_FIELDS, NEUTRAL, "completions")
@@ -524,7 +526,6 @@ class CompletionServer(JSONServer):
 
         The directory must hold a model of the served architecture and a tokenizer equal to the served
         one (vocabulary, special tokens, chat template): ids must keep their meaning across a reload."""
-        from shiftkit.models import load_model, load_tokenizer
 
         if not isinstance(path, str) or not path:
             raise RequestError(400, "give the weights as a path to a save_pretrained directory")
@@ -606,8 +607,6 @@ class ServeConfig:
 
 
 def serve(cfg: ServeConfig) -> None:
-    from shiftkit.loopkit import set_threads
-    from shiftkit.models import load_model_and_tokenizer
 
     set_threads(cfg.threads)
     model, tok = load_model_and_tokenizer(cfg.model)

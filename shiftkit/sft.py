@@ -16,34 +16,28 @@ from pathlib import Path
 
 import torch
 
-from shiftkit import logprobs as LP
+from shiftkit import logprobs, losses, microbatch
 from shiftkit import loopkit as kit
-from shiftkit import losses
-from shiftkit import microbatch as MB
+from shiftkit.config import check_dependent
+from shiftkit.data import CompletionKey, DataKeys, HeldOutKeys, is_arith
+from shiftkit.dist import Dist, set_threads
 from shiftkit.errors import ShiftkitError
-from shiftkit.prompts import left_pad, right_pad
+from shiftkit.evaluate import task_eval_fn
+from shiftkit.inputs import sft_inputs
+from shiftkit.models import STRONG_SPEC, WEAK_SPEC, check_vocab, load_policy, make_char_tokenizer, make_tiny_model
+from shiftkit.models import prepare_policy
+from shiftkit.prompts import CHAT_TEMPLATE_RULES, PromptKeys, left_pad, right_pad
+from shiftkit.tasks import Mixture
 
 
 @dataclasses.dataclass
-class SFTConfig(MB.MemoryConfig):
+class SFTConfig(microbatch.MemoryConfig, DataKeys, CompletionKey, HeldOutKeys, PromptKeys):
+    """``shiftkit sft``: the keys below, plus the shared memory, data and prompt groups."""
+
     model: str = ""  # HF model dir / cached hub id to fine-tune; or empty with init=weak|strong
     init: str = ""  # create a tiny model from scratch: weak | strong (the toy world)
     out: str = "runs/sft"  # run directory (config.json, metrics.jsonl, checkpoints/, final/)
-    # -- data and prompts (shiftkit.data / shiftkit.prompts) --
-    data: str = ""  # prompt/completion, messages or text rows: a file, dataset dir, cached hub id; or arith:add,mul
-    tasks: list[str] = dataclasses.field(default_factory=list)  # shorthand for data=arith:<tasks> (toy traces)
-    split: str = ""  # dataset split ("" = the only one, else train)
-    subset: str = ""  # hub/directory dataset configuration name
-    prompt_key: str = "prompt"  # prompt column of prompt/completion rows
-    completion_key: str = "completion"  # completion column of prompt/completion rows
-    system_prompt: str = ""  # system message added to every prompt
-    shuffle: bool = True  # seeded shuffle of the rows and of each epoch
-    max_samples: int = 0  # keep at most this many rows (0 = all)
-    eval_split: str = ""  # held-out rows: a split name or a fraction (reported as eval/loss)
     max_length: int = 2048  # prompt + completion tokens; longer completions are cut, longer prompts dropped
-    chat_template: str = "auto"  # auto (the tokenizer's if it has one) | true (required) | false (raw text)
-    template: str = "{prompt}"  # wraps the user text: a string with {prompt}, or plain | dapo
-    chat_template_kwargs: dict = dataclasses.field(default_factory=dict)  # passed to apply_chat_template
     error_rate: float = 0.6  # arith data: share of traces with the systematic mistake
     # -- optimisation --
     steps: int = 600  # optimizer steps
@@ -64,8 +58,6 @@ class SFTConfig(MB.MemoryConfig):
     progress: bool = True  # progress bar (periodic log lines when stderr is not a terminal)
 
     def validate(self) -> None:
-        from shiftkit.data import is_arith
-
         if not self.model and self.init not in ("weak", "strong"):
             raise ShiftkitError("sft needs model=<path or hub id> or init=weak|strong")
         if self.model and self.init:
@@ -76,14 +68,10 @@ class SFTConfig(MB.MemoryConfig):
             raise ShiftkitError(f"sft: error_rate must be in [0, 1], got {self.error_rate}")
         kit.check_report_to(self.report_to)
         self.validate_memory("sft")
-        from shiftkit.config import check_dependent
-        from shiftkit.prompts import CHAT_TEMPLATE_RULES
-
         check_dependent(self, CHAT_TEMPLATE_RULES, "sft")
         if self.rollout_rows:
             raise ShiftkitError("sft: rollout_rows does not apply (SFT samples nothing); leave it at 0")
-        if self.tasks and self.data:
-            raise ShiftkitError("sft: give data=... or tasks=... (shorthand for data=arith:...), not both")
+        self.check_data("sft")
         arith = bool(self.tasks) or is_arith(self.data)
         if self.data and not arith and self.error_rate != 0.6:
             raise ShiftkitError(f"sft: data={self.data} does not read error_rate (it applies to arith traces only)")
@@ -92,9 +80,6 @@ class SFTConfig(MB.MemoryConfig):
 
 
 def _init_model(cfg: SFTConfig, device):
-    from shiftkit.models import STRONG_SPEC, WEAK_SPEC, check_vocab, make_char_tokenizer, make_tiny_model
-    from shiftkit.rl import load_policy
-
     if cfg.model:
         return load_policy(cfg.model, device)
     tok = make_char_tokenizer()
@@ -113,10 +98,7 @@ def encode_batch(inp, rows, max_length: int, device):
 
 
 def run_sft(cfg: SFTConfig) -> dict:
-    from shiftkit.dist import Dist
-    from shiftkit.inputs import sft_inputs
-
-    kit.set_threads(cfg.threads)
+    set_threads(cfg.threads)
     d = Dist()
     torch.manual_seed(cfg.seed)
     model, tok = _init_model(cfg, d.device)
@@ -124,30 +106,32 @@ def run_sft(cfg: SFTConfig) -> dict:
     d, run = kit.open_run(cfg, d)  # nothing is written before the model and data load and validate
     if run.done:
         return run.summary()
-    model = kit.prepare_policy(model.to(d.device), cfg)  # LoRA adapters, activation checkpointing
+    model = prepare_policy(model.to(d.device), cfg)  # LoRA adapters, activation checkpointing
     model.train()
     opt = kit.make_optimizer(model, cfg.lr, cfg.weight_decay)
     st = kit.resume(run, model, opt, d, cfg.steps, f"sft {Path(cfg.out).name}", cfg.progress, cfg.report_to)
     ddp_model = d.wrap(model)
     eval_fn = _eval_fn(cfg, model, tok, inp, d) if cfg.eval_every else None
-    dtype = MB.autocast_dtype(cfg.autocast)
+    dtype = microbatch.autocast_dtype(cfg.autocast)
     row: dict = {}
     for step in range(st.start, cfg.steps):
         t0 = time.time()
         batch = d.shard(inp.ds.draw_sft(cfg.seed, step, cfg.batch_size))
         p_ids, p_mask, c_ids, c_mask, cut = encode_batch(inp, batch, cfg.max_length if not inp.arith else 0, d.device)
         n_tok = d.sum(c_mask.sum())
-        mbs = MB.micro_batches(p_mask, c_mask, cfg.token_budget, d=d)
-
-        def loss_fn(mb: MB.MicroBatch) -> torch.Tensor:
-            ids_bt, m_bt = mb.completion(c_ids), mb.completion(c_mask)
-            head = LP.model_head(ddp_model, mb.prompt(p_ids), mb.prompt(p_mask), ids_bt, m_bt, dtype=dtype)
-            return losses.sft_loss_from_logprobs(LP.token_logprobs(head, ids_bt, cfg.logit_chunk or None), m_bt,
-                                                 num_tokens=n_tok)
-
+        mbs = microbatch.micro_batches(p_mask, c_mask, cfg.token_budget, d=d)
         kit.set_lr(opt, kit.lr_at(step, cfg.lr, cfg.warmup, cfg.steps, cfg.schedule))
-        loss, gnorm = kit.micro_step(model, ddp_model, opt, d, mbs, loss_fn, cfg.grad_clip)
-        loss = d.sum(loss)  # the global mean (each rank's share is normalised by the global count)
+        opt.zero_grad(set_to_none=True)
+        loss_sum = torch.zeros(())
+        for mb in microbatch.accumulating(ddp_model, mbs):  # no_sync until the last micro-batch
+            ids_bt, m_bt = mb.completion(c_ids), mb.completion(c_mask)
+            head = logprobs.model_head(ddp_model, mb.prompt(p_ids), mb.prompt(p_mask), ids_bt, m_bt, dtype=dtype)
+            loss = losses.sft_loss_from_logprobs(logprobs.token_logprobs(head, ids_bt, cfg.logit_chunk or None), m_bt,
+                                                 num_tokens=n_tok) * mb.scale
+            (loss * d.world).backward()  # a global-count mean: summed over micro-batches and ranks
+            loss_sum = loss_sum + loss.detach().float().cpu()
+        gnorm = kit.clip_and_step(model, opt, cfg.grad_clip)
+        loss = d.sum(loss_sum)  # the global mean (each rank's share is normalised by the global count)
         row = {"step": step, "loss": float(loss), "grad_norm": gnorm, "lr": opt.param_groups[0]["lr"],
                "micro_batches": len(mbs), "step_time": time.time() - t0}
         if not inp.arith:
@@ -161,10 +145,8 @@ def run_sft(cfg: SFTConfig) -> dict:
 
 def _eval_fn(cfg: SFTConfig, model, tok, inp, d):
     if inp.arith:
-        from shiftkit.tasks import Mixture
-
-        return kit.held_out_eval(model, tok, [e.problem for e in inp.eval_items], Mixture(inp.ds.names).reward,
-                                 cfg.max_new_tokens)
+        return task_eval_fn(model, tok, [e.problem for e in inp.eval_items], Mixture(inp.ds.names).reward,
+                            cfg.max_new_tokens)
     if getattr(inp.ds, "eval", None) is None:
         return None
     rows = list(inp.ds.eval.items)
@@ -175,8 +157,8 @@ def _eval_fn(cfg: SFTConfig, model, tok, inp, d):
         for s in range(0, len(rows), cfg.batch_size):
             p_ids, p_mask, c_ids, c_mask, _ = encode_batch(inp, rows[s: s + cfg.batch_size], cfg.max_length, d.device)
             k = int(c_mask.sum())
-            lp = kit.score_mb(model, p_ids, p_mask, c_ids, c_mask, MB.micro_batches(p_mask, c_mask, cfg.token_budget),
-                              chunk=cfg.logit_chunk)
+            mbs = microbatch.micro_batches(p_mask, c_mask, cfg.token_budget)
+            lp = logprobs.score_mb(model, p_ids, p_mask, c_ids, c_mask, mbs, chunk=cfg.logit_chunk)
             tot += float(losses.sft_loss_from_logprobs(lp, c_mask, num_tokens=torch.tensor(k))) * k
             n += k
         return {"eval/loss": tot / max(n, 1)}

@@ -12,7 +12,7 @@ import glob
 from shiftkit.agent.rl import AgenticRLConfig
 from shiftkit.agent.episode import AgentConfig
 from shiftkit.agent.synth import SynthConfig
-from shiftkit.cli import add_config_args, config_from_args
+from shiftkit.cliargs import add_config_args, config_from_args
 from shiftkit.errors import ShiftkitError
 
 
@@ -161,27 +161,28 @@ def register(sub) -> None:
 
     r = asub.add_parser("run", help="run the kernel agent on one problem (ReAct loop with tools)")
     add_config_args(r, {"--problem": "problem", **model, "--solutions": "solutions", "--temperature": "temperature",
-                        "--out": "out"})
+                        "--out": "out"}, config="shiftkit.agent.cli:AgentRunConfig")
     r.set_defaults(func=cmd_run)
 
     b = asub.add_parser("bench", help="run the agent over a problem directory; pass rate, faster-than rates, geomean")
-    add_config_args(b, {**model, "--problems": "problems", "--solutions": "solutions", "--out": "out"})
+    add_config_args(b, {**model, "--problems": "problems", "--solutions": "solutions", "--out": "out"},
+                    config="shiftkit.agent.cli:AgentBenchConfig")
     b.set_defaults(func=cmd_bench)
 
     s = asub.add_parser("serve", help="serve a local HF model on an OpenAI-compatible endpoint (loopback)")
-    add_config_args(s, {**model, "--host": "host", "--port": "port"})
+    add_config_args(s, {**model, "--host": "host", "--port": "port"}, config="shiftkit.agent.cli:ServeConfig")
     s.set_defaults(func=cmd_serve)
 
     f = asub.add_parser("rft", help="filter agent trajectories into a chat SFT dataset (rejection fine-tuning)")
-    add_config_args(f, {"--out": "out"})  # positional file names (no '=') are trajectories=[...]
+    add_config_args(f, {"--out": "out"}, config="shiftkit.agent.cli:RFTConfig")  # positional file names (no '=') are trajectories=[...]
     f.set_defaults(func=cmd_rft)
 
     y = asub.add_parser("synth", help="synthesize fused-operator training problems and filter them")
     y.add_argument("--mine", dest="alias:mine", action="store_const", const=True, default=None,
                    help="alias of mine=true: only report the torch operator catalogue")
-    add_config_args(y, {"--out": "out"})
+    add_config_args(y, {"--out": "out"}, config="shiftkit.agent.cli:SynthRunConfig")
     y.set_defaults(func=cmd_synth)
 
     t = asub.add_parser("train", help="multi-turn agentic RL (PPO with a critic, or GRPO) on the toy tool task")
-    add_config_args(t, {"--out": "out"})
+    add_config_args(t, {"--out": "out"}, config="shiftkit.agent.rl:AgenticRLConfig")
     t.set_defaults(func=cmd_train)

@@ -10,7 +10,7 @@ import copy
 
 import torch
 
-from shiftkit import losses as L
+from shiftkit import losses
 from shiftkit.sampling import _positions
 
 
@@ -43,5 +43,5 @@ def critic_error(critic, batch: dict, rewards_B: torch.Tensor) -> dict:
     with torch.no_grad():
         v = critic(batch)
     ret = returns_mc(rewards_B, batch["gen_BT"])
-    return {"mse": float(L.masked_mean((v - ret).pow(2), batch["gen_BT"].bool())),
-            "explained_variance": L.explained_variance(v, ret, batch["gen_BT"])}
+    return {"mse": float(losses.masked_mean((v - ret).pow(2), batch["gen_BT"].bool())),
+            "explained_variance": losses.explained_variance(v, ret, batch["gen_BT"])}

@@ -13,6 +13,9 @@ import random
 from collections import Counter
 from pathlib import Path
 
+import torch
+
+from shiftkit.agent.batches import chat_examples, masked_sft_step
 from shiftkit.agent.trajectory import end_of, load_trajectory, messages_of, validate_trajectory
 
 
@@ -49,26 +52,9 @@ def build_rft_dataset(paths: list[str | Path], out: str | Path) -> dict:
     return {"trajectories": len(paths), "kept": len(kept), "reasons": dict(why), "out": str(out)}
 
 
-def chat_examples(tok, rows: list[dict], max_len: int = 0) -> list[tuple[list[int], list[int]]]:
-    """Chat rows -> ``(ids, assistant_mask)``; ``max_len`` > 0 keeps the last ``max_len`` tokens."""
-    from shiftkit.agent.chat import tokenize_chat
-
-    out = []
-    for r in rows:
-        ids, mask = tokenize_chat(tok, r["messages"], r.get("tools"))
-        if max_len and len(ids) > max_len:
-            ids, mask = ids[-max_len:], mask[-max_len:]
-        out.append((ids, mask))
-    return out
-
-
 def train_rft(model, tok, rows: list[dict], steps: int, lr: float = 1e-3, batch_size: int = 4, seed: int = 0,
               max_len: int = 0) -> list[float]:
-    """SFT on the kept trajectories, loss on assistant tokens only (:func:`shiftkit.agent.rl.masked_sft_step`)."""
-    import torch
-
-    from shiftkit.agent.rl import masked_sft_step
-
+    """SFT on the kept trajectories, loss on assistant tokens only (:func:`shiftkit.agent.batches.masked_sft_step`)."""
     ex = chat_examples(tok, rows, max_len)
     if not ex:
         return []

@@ -4,8 +4,8 @@ losses, value pretraining, and GRPO or PPO (value head, GAE gamma=1 lambda=0.95,
 
 Data layout (one row per episode): ``ids = [prompt | turn 1 <eos> | tool output | turn 2 <eos> ...]``;
 ``gen`` marks the tokens the model generated (assistant turns incl. their EOS). The prompt is
-left-padded and the rest right-padded (the foundation's layout), so :func:`shiftkit.sampling.forward_logits`
-scores it; tool-output tokens are attended to but carry no loss, no advantage and no value target.
+left-padded and the rest right-padded (the foundation's layout, :mod:`shiftkit.agent.batches`), so the
+chunked head (:func:`shiftkit.logprobs.model_head`) scores it; tool-output tokens are attended to but carry no loss, no advantage and no value target.
 
 The loop (:func:`run_agentic_rl`) on the toy calculator task (:mod:`shiftkit.agent.toytask`):
 
@@ -39,79 +39,25 @@ from pathlib import Path
 
 import torch
 
-from shiftkit import advantages as A
+from shiftkit import advantages, logprobs, losses, microbatch
 from shiftkit import loopkit as kit
-from shiftkit import losses as L
-from shiftkit.agent import toytask as TT
+from shiftkit.agent import toytask
+from shiftkit.agent.batches import chat_examples, collate, masked_sft_step, micro, policy_logp
 from shiftkit.agent.critic import ValueModel, critic_error, returns_mc
+from shiftkit.agent.trajectory import end_of, messages_of
 from shiftkit.errors import ShiftkitError
+from shiftkit.io import read_jsonl
+from shiftkit.models import WEAK_SPEC, load_model_and_tokenizer, make_char_tokenizer, make_tiny_model, prepare_policy
+from shiftkit.models import save_model
 from shiftkit.remote import RolloutClient, RolloutSync, logprob_gap
-from shiftkit import logprobs as LP
-from shiftkit import microbatch as MB
 from shiftkit.sampling import sample
-
-# ----------------------------------------------------------------------------- batching
-
-
-def collate(examples: list[tuple[list[int], list[int]]], pad_id: int, logps: list[list[float]] | None = None) -> dict:
-    """``(ids, gen_mask)`` rows -> the prompt (up to the first generated token, left-padded) and the rest
-    (right-padded) with ``valid_BT`` (attention) and ``gen_BT`` (loss) masks; with ``logps`` (one value per
-    token of each row, as :func:`toy_rollouts` records them) also ``rollout_logp_BT``, aligned with the rest."""
-    splits = []
-    for ids, gen in examples:
-        p = gen.index(1) if 1 in gen else len(ids) - 1
-        p = max(1, p)
-        splits.append((ids[:p], ids[p:], gen[p:]))
-    B, P, T = len(splits), max(len(s[0]) for s in splits), max(1, max(len(s[1]) for s in splits))
-    prompt_BP = torch.full((B, P), pad_id, dtype=torch.long)
-    pmask_BP = torch.zeros(B, P, dtype=torch.long)
-    rest_BT = torch.full((B, T), pad_id, dtype=torch.long)
-    valid_BT = torch.zeros(B, T, dtype=torch.long)
-    gen_BT = torch.zeros(B, T, dtype=torch.long)
-    lp_BT = torch.zeros(B, T, dtype=torch.float32)
-    for b, (pr, rest, g) in enumerate(splits):
-        if logps is not None:
-            lp_BT[b, :len(rest)] = torch.tensor(logps[b][len(pr):], dtype=torch.float32)
-        prompt_BP[b, P - len(pr):] = torch.tensor(pr)
-        pmask_BP[b, P - len(pr):] = 1
-        rest_BT[b, :len(rest)] = torch.tensor(rest, dtype=torch.long)
-        valid_BT[b, :len(rest)] = 1
-        gen_BT[b, :len(rest)] = torch.tensor(g, dtype=torch.long)
-    out = {"prompt_BP": prompt_BP, "pmask_BP": pmask_BP, "rest_BT": rest_BT, "valid_BT": valid_BT, "gen_BT": gen_BT}
-    return out if logps is None else {**out, "rollout_logp_BT": lp_BT}
-
-
-def policy_logp(model, batch: dict, dtype=None, chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token log-probs ``[B, T]`` of the rest tokens and the per-position entropy (no grad), from
-    the chunked head (:mod:`shiftkit.logprobs`: no ``[B, T, V]``)."""
-    head = LP.model_head(model, batch["prompt_BP"], batch["pmask_BP"], batch["rest_BT"], batch["valid_BT"], dtype=dtype)
-    lp_BT, ent_BT = LP.token_logprobs_entropy(head, batch["rest_BT"], chunk)
-    return lp_BT, ent_BT.detach()
-
-
-def micro(batch: dict, mb: MB.MicroBatch) -> dict:
-    """A micro-batch's view of a :func:`collate` batch (rows, each side's padding trimmed)."""
-    return {k: (mb.prompt(v) if k in ("prompt_BP", "pmask_BP") else mb.completion(v)) for k, v in batch.items()}
-
-
-def masked_sft_step(model, opt, examples, pad_id: int, grad_clip: float = 1.0) -> float:
-    """One step of NLL on generated tokens only (:func:`shiftkit.losses.sft_loss` with the gen mask)."""
-    batch = collate(examples, pad_id)
-    lp_BT, _ = policy_logp(model, batch)
-    loss = L.sft_loss_from_logprobs(lp_BT, batch["gen_BT"])
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    kit.grad_norm_clip(model, grad_clip)
-    opt.step()
-    return float(loss.detach())
-
 
 # ----------------------------------------------------------------------------- toy rollouts
 
 
-def toy_rollouts(model, tok, problems: list[TT.ToyProblem], max_turns: int, max_new: int, temperature: float,
+def toy_rollouts(model, tok, problems: list[toytask.ToyProblem], max_turns: int, max_new: int, temperature: float,
                  seeds: list[int] | None, sampler=None,
-                 logps: list | None = None) -> tuple[list[TT.ToyEpisode], list[tuple[list[int], list[int]]]]:
+                 logps: list | None = None) -> tuple[list[toytask.ToyEpisode], list[tuple[list[int], list[int]]]]:
     """Multi-turn episodes, batched across episodes turn by turn through :func:`shiftkit.sampling.sample`
     (greedy when ``seeds`` is None; turn ``t`` of episode ``i`` draws from ``row_seed(seeds[i], t, 0, 0)``).
     Returns the episodes and their ``(ids, gen)`` rows. ``sampler`` replaces the in-process sampler with
@@ -119,7 +65,7 @@ def toy_rollouts(model, tok, problems: list[TT.ToyProblem], max_turns: int, max_
     list, receives each row's per-token sampling log-probs (0 on prompt and tool tokens)."""
     eos = tok.eos_token_id
     enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]  # noqa: E731
-    eps = [TT.ToyEpisode(p) for p in problems]
+    eps = [toytask.ToyEpisode(p) for p in problems]
     rows = [(enc(p.prompt), [0] * len(enc(p.prompt))) for p in problems]
     lps = [[0.0] * len(ids) for ids, _ in rows]
     draw = sampler or (lambda tok_, **kw: sample(model, tok_, **kw))
@@ -139,7 +85,7 @@ def toy_rollouts(model, tok, problems: list[TT.ToyProblem], max_turns: int, max_
             gen += [1] * len(new)
             lps[i] += roll.logp_BT[k][keep].tolist()
             text = tok.decode([t for t in new if t != eos], skip_special_tokens=True)
-            obs = TT.step(eps[i], text)
+            obs = toytask.step(eps[i], text)
             if obs is not None:
                 o = enc(obs)
                 ids += o
@@ -156,14 +102,14 @@ def demo_rows(tok, rng: random.Random, n: int, p_correct: float) -> list[tuple[l
     enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]  # noqa: E731
     rows = []
     for _ in range(n):
-        p = TT.draw_problem(rng)
+        p = toytask.draw_problem(rng)
         ids, gen = enc(p.prompt), [0] * len(enc(p.prompt))
-        ep = TT.ToyEpisode(p)
-        for turn in TT.demo_trajectory(rng, p, p_correct):
+        ep = toytask.ToyEpisode(p)
+        for turn in toytask.demo_trajectory(rng, p, p_correct):
             t = enc(turn) + [tok.eos_token_id]
             ids += t
             gen += [1] * len(t)
-            obs = TT.step(ep, turn)
+            obs = toytask.step(ep, turn)
             if obs is not None:
                 ids += enc(obs)
                 gen += [0] * len(enc(obs))
@@ -175,7 +121,7 @@ def demo_rows(tok, rng: random.Random, n: int, p_correct: float) -> list[tuple[l
 
 
 @dataclasses.dataclass
-class AgenticRLConfig(MB.MemoryConfig):
+class AgenticRLConfig(microbatch.MemoryConfig):
     out: str = "runs/agent/toy_rl"
     algo: str = "ppo"  # ppo (critic + GAE) | grpo (group-relative, no critic)
     seed: int = 0
@@ -223,8 +169,6 @@ class AgenticRLConfig(MB.MemoryConfig):
 
 def warm_start(cfg: AgenticRLConfig, progress: bool = False) -> Path:
     """Behaviour cloning of a tiny Qwen3 (0.23M) on noisy demonstrations (assistant tokens only). Cached."""
-    from shiftkit.models import WEAK_SPEC, make_char_tokenizer, make_tiny_model, save_model
-
     path = Path(cfg.warm_dir or Path(cfg.out).parent / "warm")
     if (path / "config.json").is_file():
         return path
@@ -233,19 +177,19 @@ def warm_start(cfg: AgenticRLConfig, progress: bool = False) -> Path:
     model = make_tiny_model(WEAK_SPEC, seed=1234)
     opt = kit.make_optimizer(model, cfg.warm_lr, 0.0)
     rng = random.Random("warm")
-    losses = []
+    curve = []
     for s in range(cfg.warm_steps):
         kit.set_lr(opt, kit.lr_at(s, cfg.warm_lr, 20, cfg.warm_steps, "linear"))
-        losses.append(masked_sft_step(model, opt, demo_rows(tok, rng, cfg.warm_batch, cfg.warm_p_correct), tok.pad_token_id))
+        curve.append(masked_sft_step(model, opt, demo_rows(tok, rng, cfg.warm_batch, cfg.warm_p_correct), tok.pad_token_id))
         if progress and s % 50 == 0:
-            print(f"warm {s} loss {losses[-1]:.3f}", file=sys.stderr, flush=True)
-    save_model(model, tok, path, extra_files={"warm_start.json": json.dumps({"steps": cfg.warm_steps, "final_loss": losses[-1]})})
+            print(f"warm {s} loss {curve[-1]:.3f}", file=sys.stderr, flush=True)
+    save_model(model, tok, path, extra_files={"warm_start.json": json.dumps({"steps": cfg.warm_steps, "final_loss": curve[-1]})})
     return path
 
 
-def draw(seed: int, step: int, n: int, split: str = "train") -> list[TT.ToyProblem]:
+def draw(seed: int, step: int, n: int, split: str = "train") -> list[toytask.ToyProblem]:
     rng = random.Random(f"toy:{split}:{seed}:{step}")
-    return [TT.draw_problem(rng) for _ in range(n)]
+    return [toytask.draw_problem(rng) for _ in range(n)]
 
 
 def evaluate_toy(model, tok, problems, max_turns: int, max_new: int, temperature: float = 1.0, seed: int = 0) -> dict:
@@ -277,9 +221,9 @@ def value_pretrain(policy, critic, tok, cfg: AgenticRLConfig, copt) -> dict:
         batch, r_B = data[s % len(data)]
         with torch.no_grad():
             old_v = critic(batch)
-        _, ret = A.gae(A.terminal_rewards(r_B, batch["gen_BT"]), old_v, batch["gen_BT"], cfg.gamma, cfg.lam)
+        _, ret = advantages.gae(advantages.terminal_rewards(r_B, batch["gen_BT"]), old_v, batch["gen_BT"], cfg.gamma, cfg.lam)
         v = critic(batch)
-        loss, _ = L.value_loss(v, old_v, ret, batch["gen_BT"], clip=None)
+        loss, _ = losses.value_loss(v, old_v, ret, batch["gen_BT"], clip=None)
         copt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(critic.parameters(), cfg.grad_clip)
@@ -292,8 +236,6 @@ def value_pretrain(policy, critic, tok, cfg: AgenticRLConfig, copt) -> dict:
 
 def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
     """The loop, in a run directory (``cfg.out``) that resumes after a kill; returns the summary."""
-    from shiftkit.models import load_model_and_tokenizer
-
     cfg.validate()
     d, run = kit.open_run(cfg)
     if run.done:
@@ -301,7 +243,7 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
     policy, tok = load_model_and_tokenizer(warm_start(cfg, cfg.progress))
     torch.manual_seed(cfg.seed)
     critic = ValueModel(policy) if cfg.algo == "ppo" else None  # from the full policy, before any adapters
-    policy = kit.prepare_policy(policy, cfg)  # LoRA adapters, activation checkpointing
+    policy = prepare_policy(policy, cfg)  # LoRA adapters, activation checkpointing
     policy.train()
     opt = kit.make_optimizer(policy, cfg.lr, 0.0)
     copt = kit.make_optimizer(critic, cfg.critic_lr, 0.0, betas=(0.9, 0.999)) if critic is not None else None
@@ -324,7 +266,7 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
     if st.first_eval:
         extra["initial_eval"] = {k[5:]: v for k, v in st.first_eval.items() if k.startswith("eval/")}
     P, G = cfg.prompts_per_step, cfg.group_size
-    dtype, chunk = MB.autocast_dtype(cfg.autocast), cfg.logit_chunk or None
+    dtype, chunk = microbatch.autocast_dtype(cfg.autocast), cfg.logit_chunk or None
     row: dict = {}
     for step in range(st.start, cfg.steps):
         t0 = time.time()
@@ -336,57 +278,44 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
         batch = collate(rows, tok.pad_token_id, lps)
         gen_BT = batch["gen_BT"]
         r_B = torch.tensor([e.reward for e in eps])
-        mbs = MB.micro_batches(batch["pmask_BP"], batch["valid_BT"], cfg.token_budget)  # memory: one micro-batch
+        mbs = microbatch.micro_batches(batch["pmask_BP"], batch["valid_BT"], cfg.token_budget)  # memory: one micro-batch
         train = {k: v for k, v in batch.items() if k != "rollout_logp_BT"}
         with torch.no_grad():
-            old_logp_BT = kit.score_mb(policy, train["prompt_BP"], train["pmask_BP"], train["rest_BT"],
+            old_logp_BT = logprobs.score_mb(policy, train["prompt_BP"], train["pmask_BP"], train["rest_BT"],
                                        train["valid_BT"], mbs, dtype=dtype, chunk=cfg.logit_chunk)
-            old_v_BT = (MB.per_micro_batch(mbs, gen_BT, lambda mb: critic(micro(train, mb)))
+            old_v_BT = (microbatch.per_micro_batch(mbs, gen_BT, lambda mb: critic(micro(train, mb)))
                         if critic is not None else None)
         if cfg.algo == "grpo":
-            adv_BT, ret_BT = A.group_advantages(r_B, G)[:, None].expand_as(gen_BT).float() * gen_BT, None
+            adv_BT, ret_BT = advantages.group_advantages(r_B, G)[:, None].expand_as(gen_BT).float() * gen_BT, None
         else:
-            adv_BT, ret_BT = A.gae(A.terminal_rewards(r_B, gen_BT), old_v_BT, gen_BT, cfg.gamma, cfg.lam)
+            adv_BT, ret_BT = advantages.gae(advantages.terminal_rewards(r_B, gen_BT), old_v_BT, gen_BT, cfg.gamma, cfg.lam)
             if cfg.whiten_advantages:
-                adv_BT = A.whiten(adv_BT, gen_BT)
+                adv_BT = advantages.whiten(adv_BT, gen_BT)
         has_signal = bool((adv_BT != 0).any())  # e.g. GRPO with every group all-right or all-wrong
-        ev_critic = L.explained_variance(old_v_BT, returns_mc(r_B, gen_BT), gen_BT) if critic is not None else None
+        ev_critic = losses.explained_variance(old_v_BT, returns_mc(r_B, gen_BT), gen_BT) if critic is not None else None
         n_gen = gen_BT.sum().float()
         for _ in range(cfg.ppo_epochs):
-            sums = {"clip": 0.0, "ent": 0.0, "vmse": 0.0}
-
-            def loss_fn(mb: MB.MicroBatch) -> torch.Tensor:
+            opt.zero_grad(set_to_none=True)
+            loss_sum, clip_sum, ent_sum = torch.zeros(()), 0.0, 0.0
+            for mb in microbatch.accumulating(policy, mbs):
                 b = micro(train, mb)
                 logp_bt, ent_bt = policy_logp(policy, b, dtype, chunk)
-                loss, pm = L.policy_loss(logp_bt, mb.completion(old_logp_BT), mb.completion(adv_BT), b["gen_BT"],
+                loss, pm = losses.policy_loss(logp_bt, mb.completion(old_logp_BT), mb.completion(adv_BT), b["gen_BT"],
                                          clip_low=cfg.clip_low, clip_high=cfg.clip_high, num_tokens=n_gen)
-                sums["clip"] += float(pm["clip_frac"]) * float(b["gen_BT"].sum())
-                sums["ent"] += float((ent_bt * b["gen_BT"]).sum())
-                return loss
-
-            loss, gnorm = kit.micro_step(policy, policy, opt, d, mbs, loss_fn, cfg.grad_clip, skip=not has_signal)
+                clip_sum += float(pm["clip_frac"]) * float(b["gen_BT"].sum())
+                ent_sum += float((ent_bt * b["gen_BT"]).sum())
+                loss = loss * mb.scale
+                (loss * d.world).backward()
+                loss_sum = loss_sum + loss.detach().float().cpu()
+            gnorm = kit.clip_and_step(policy, opt, cfg.grad_clip, skip=not has_signal)
             if critic is not None:
-                def vloss_fn(mb: MB.MicroBatch) -> torch.Tensor:
-                    b = micro(train, mb)
-                    vl, vm = L.value_loss(critic(b), mb.completion(old_v_BT), mb.completion(ret_BT), b["gen_BT"],
-                                          clip=cfg.value_clip, num_tokens=n_gen)
-                    sums["vmse"] += float(vm["value_mse"]) * float(b["gen_BT"].sum())
-                    return vl
-
-                vloss, _ = kit.micro_step(critic, critic, copt, d, mbs, vloss_fn, cfg.grad_clip)
-        ent = sums["ent"] / max(float(n_gen), 1.0)
-        pm = {"clip_frac": sums["clip"] / max(float(n_gen), 1.0)}
-        vm = {"value_mse": sums["vmse"] / max(float(n_gen), 1.0)}
-        n = len(eps)
-        row = {"step": step, "reward": float(r_B.mean()), "correct_call_rate": sum(e.called_correctly for e in eps) / n,
-               "malformed_call_rate": sum(e.malformed_calls > 0 for e in eps) / n,
-               "turns": sum(len(e.turns) for e in eps) / n, "gen_tokens": float(gen_BT.sum(-1).float().mean()),
-               "tool_tokens": float(((batch["valid_BT"] - gen_BT).clamp(min=0)).sum(-1).float().mean()),
-               "loss": float(loss), "clip_frac": float(pm["clip_frac"]), "micro_batches": len(mbs), "entropy": ent, "grad_norm": gnorm,
-               "has_signal": has_signal, "step_time": time.time() - t0}
+                vloss, vmse = value_update(critic, copt, d, train, mbs, old_v_BT, ret_BT, n_gen, cfg)
+        n = max(float(n_gen), 1.0)
+        row = {"step": step, **episode_stats(eps, batch), "loss": float(loss_sum), "clip_frac": float(clip_sum / n),
+               "micro_batches": len(mbs), "entropy": ent_sum / n, "grad_norm": gnorm, "has_signal": has_signal,
+               "step_time": time.time() - t0}
         if critic is not None:
-            row.update({"value_loss": float(vloss), "value_mse": float(vm["value_mse"]),
-                        "critic_explained_variance": ev_critic})
+            row.update({"value_loss": vloss, "value_mse": vmse, "critic_explained_variance": ev_critic})
         if client is not None:  # the server's log-probs vs the trainer's for the same tokens, then the new weights
             gap = logprob_gap(batch["rollout_logp_BT"], old_logp_BT, gen_BT)
             row.update({f"rollout/logprob_gap_{k}": v for k, v in gap.items()})
@@ -397,16 +326,44 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
         if critic is not None:
             ck_extra.update(critic=critic.state_dict(), critic_opt=copt.state_dict())
         kit.checkpoint(st, step, cfg.steps, cfg.save_every, policy, tok, opt, extra=ck_extra)
-    from shiftkit.io import read_jsonl
+    return kit.close_run(st, policy, tok, run_summary(cfg, st, extra, eval_fn), row)
 
-    rewards = [r["reward"] for r in read_jsonl(run.path / "metrics.jsonl") if "reward" in r]  # all steps, resumed or not
+
+def value_update(critic, copt, d, train: dict, mbs: list, old_v_BT, ret_BT, n_gen, cfg: AgenticRLConfig):
+    """One clipped-value-loss step of the critic over the micro-batches; ``(loss, value MSE)``."""
+    copt.zero_grad(set_to_none=True)
+    loss_sum, mse_sum = torch.zeros(()), 0.0
+    for mb in microbatch.accumulating(critic, mbs):
+        b = micro(train, mb)
+        loss, vm = losses.value_loss(critic(b), mb.completion(old_v_BT), mb.completion(ret_BT), b["gen_BT"],
+                                     clip=cfg.value_clip, num_tokens=n_gen)
+        mse_sum += float(vm["value_mse"]) * float(b["gen_BT"].sum())
+        loss = loss * mb.scale
+        (loss * d.world).backward()
+        loss_sum = loss_sum + loss.detach().float().cpu()
+    kit.clip_and_step(critic, copt, cfg.grad_clip)
+    return float(loss_sum), mse_sum / max(float(n_gen), 1.0)
+
+
+def episode_stats(eps: list, batch: dict) -> dict:
+    """Reward, tool-call behaviour and token counts of one step's episodes."""
+    n, gen_BT = len(eps), batch["gen_BT"]
+    return {"reward": float(torch.tensor([e.reward for e in eps]).mean()),
+            "correct_call_rate": sum(e.called_correctly for e in eps) / n,
+            "malformed_call_rate": sum(e.malformed_calls > 0 for e in eps) / n,
+            "turns": sum(len(e.turns) for e in eps) / n, "gen_tokens": float(gen_BT.sum(-1).float().mean()),
+            "tool_tokens": float(((batch["valid_BT"] - gen_BT).clamp(min=0)).sum(-1).float().mean())}
+
+
+def run_summary(cfg: AgenticRLConfig, st: kit.RunState, extra: dict, eval_fn) -> dict:
+    """The run's summary: first and last rewards (over every step, resumed or not) and the final evaluation."""
+    rewards = [r["reward"] for r in read_jsonl(st.run.path / "metrics.jsonl") if "reward" in r]
     k = max(1, min(5, len(rewards) // 4))
-    summary = {"algo": cfg.algo, "seed": cfg.seed, "config": dataclasses.asdict(cfg), "steps": cfg.steps,
-               "train_seconds": round(time.time() - st.t_start, 1), "reward_first": sum(rewards[:k]) / k,
-               "reward_last": sum(rewards[-k:]) / k, "initial_eval": extra.get("initial_eval"),
-               "final_eval": {k_[5:]: v for k_, v in eval_fn().items()},
-               **({"value_pretrain": extra["value_pretrain"]} if "value_pretrain" in extra else {})}
-    return kit.close_run(st, policy, tok, summary, row)
+    return {"algo": cfg.algo, "seed": cfg.seed, "config": dataclasses.asdict(cfg), "steps": cfg.steps,
+            "train_seconds": round(time.time() - st.t_start, 1), "reward_first": sum(rewards[:k]) / k,
+            "reward_last": sum(rewards[-k:]) / k, "initial_eval": extra.get("initial_eval"),
+            "final_eval": {k_[5:]: v for k_, v in eval_fn().items()},
+            **({"value_pretrain": extra["value_pretrain"]} if "value_pretrain" in extra else {})}
 
 
 # ----------------------------------------------------------------------------- kernel trajectories (mechanics)
@@ -419,9 +376,6 @@ def kernel_rl_step(events_list: list[list[dict]], policy, tok, algo: str = "ppo"
     tokenized with assistant-only masks, trajectory rewards = the episodes' final rewards, GRPO group
     advantages or PPO/GAE from the critic, then :func:`shiftkit.losses.policy_loss` and the value loss.
     Mechanics only: with a scripted/tiny policy nothing is learned."""
-    from shiftkit.agent.rft import chat_examples
-    from shiftkit.agent.trajectory import end_of, messages_of
-
     rows = [{"messages": messages_of(ev), "tools": ev[0]["tools"]} for ev in events_list]
     ex = chat_examples(tok, rows, max_len)
     batch = collate(ex, tok.pad_token_id)
@@ -434,28 +388,28 @@ def kernel_rl_step(events_list: list[list[dict]], policy, tok, algo: str = "ppo"
     m: dict = {"rewards": r_B.tolist(), "gen_tokens": int(gen.sum()), "context_tokens": int((batch["valid_BT"] - gen).sum()),
                "algo": algo}
     if algo == "grpo":
-        adv = A.group_advantages(r_B, len(events_list))[:, None].expand_as(gen).float() * gen
+        adv = advantages.group_advantages(r_B, len(events_list))[:, None].expand_as(gen).float() * gen
     else:
         critic = critic or ValueModel(policy)
         copt = torch.optim.AdamW(critic.parameters(), lr=lr)
         with torch.no_grad():
             old_v = critic(batch)
-        adv, ret = A.gae(A.terminal_rewards(r_B, gen), old_v, gen, gamma, lam)
-        adv = A.whiten(adv, gen)
+        adv, ret = advantages.gae(advantages.terminal_rewards(r_B, gen), old_v, gen, gamma, lam)
+        adv = advantages.whiten(adv, gen)
     logp, _ = policy_logp(policy, batch)
-    loss, pm = L.policy_loss(logp, old_logp, adv, gen, clip_low=clip_low, clip_high=clip_high)
+    loss, pm = losses.policy_loss(logp, old_logp, adv, gen, clip_low=clip_low, clip_high=clip_high)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     m["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0))
     opt.step()
     m.update({"policy_loss": float(loss.detach()), "clip_frac": float(pm["clip_frac"])})
     if algo == "ppo":
-        vloss, vm = L.value_loss(critic(batch), old_v, ret, gen, clip=0.2)
+        vloss, vm = losses.value_loss(critic(batch), old_v, ret, gen, clip=0.2)
         copt.zero_grad(set_to_none=True)
         vloss.backward()
         copt.step()
         m.update({"value_loss": float(vloss.detach()), "value_mse": float(vm["value_mse"])})
     with torch.no_grad():
         new_logp, _ = policy_logp(policy, batch)
-    m["approx_kl"] = float(L.masked_mean(old_logp - new_logp, gen.bool()))
+    m["approx_kl"] = float(losses.masked_mean(old_logp - new_logp, gen.bool()))
     return m

@@ -7,8 +7,9 @@ methods, nothing else:
 * ``_generate_and_score_completions``: after TRL has generated (``use_vllm`` or transformers) and
   padded the completions, the student picks its candidates (sampled token, top-K, or the whole
   vocabulary), the frozen teacher and its pre-RL reference score them, the KL anchor (the student at
-  the start of training) scores the sampled tokens, and the advantage is computed by
-  :func:`shiftkit.advantages.direct_opd` (or :func:`~shiftkit.advantages.vanilla_opd_advantage`).
+  the start of training) scores the sampled tokens, and the advantage is the native loop's:
+  :func:`shiftkit.advantages.direct_opd_signal` (vanilla OPD included), on chunked heads
+  (:mod:`shiftkit.logprobs`), with the generation batch as one micro-batch.
   The adaptive KL coefficient is updated here, once per generation batch, from the global weighted
   mean reward (:func:`~shiftkit.advantages.adaptive_kl_coef`), before the update, as the native loop.
 * ``_compute_loss``: :func:`shiftkit.losses.candidate_policy_loss` + ``alpha *``
@@ -16,8 +17,9 @@ methods, nothing else:
   generation batch and scaled exactly like TRL's ``dapo`` loss, so TRL's gradient accumulation and
   data-parallel averaging give the global-batch gradient.
 
-``full_vocab`` never builds ``[B, T, V]`` advantages: the teacher's and reference's last hidden
-states ``[B, T, H]`` are kept instead and the loss runs chunk by chunk (:mod:`shiftkit.logprobs`);
+No ``[B, T, V]`` tensor is built: log-probs come from the models' last hidden states ``[B, T, H]``
+chunk by chunk. ``full_vocab`` keeps the teacher's and reference's hidden states for the loss
+(:func:`shiftkit.losses.direct_opd_full_vocab_loss`);
 that needs their output layer unsharded, so it is refused under FSDP and DeepSpeed ZeRO-3 (use
 ``student_topk``, the official default, there). Frozen models are placed like TRL's reference
 model (``prepare_deepspeed`` / ``prepare_fsdp`` / ``accelerator.prepare_model(evaluation_mode=True)``).
@@ -61,11 +63,11 @@ import dataclasses
 
 import torch
 
-from shiftkit import advantages as A
-from shiftkit import logprobs as LP
-from shiftkit import losses
+from shiftkit import advantages, logprobs, losses
 from shiftkit.errors import ShiftkitError
-from shiftkit.sampling import forward_logits, score, token_logprobs
+from shiftkit.models import load_model_and_tokenizer
+from shiftkit.opd import preflight as pf
+from shiftkit.opd.loop import OPDKeys
 
 try:
     from trl import GRPOConfig, GRPOTrainer
@@ -75,44 +77,19 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
 
 TRL_VERSION = "1.16.0"
 METHODS = ("direct_opd", "vanilla_opd")
-KL_MODES = ("adaptive", "fixed", "none")
 
 __all__ = ["DirectOPDTrainer", "GRPOConfig", "OPDArgs", "TRL_VERSION"]
 
 
 @dataclasses.dataclass
-class OPDArgs:
-    """The OPD settings (names and defaults as :class:`shiftkit.opd.loop.OPDConfig`)."""
+class OPDArgs(OPDKeys):
+    """The OPD settings: :class:`shiftkit.opd.loop.OPDKeys` (the native loop's keys and defaults), plus the
+    logit chunk of the chunked heads. ``method``: direct_opd | vanilla_opd."""
 
-    method: str = "direct_opd"  # direct_opd | vanilla_opd
-    reward_mode: str = "student_topk"  # sampled | student_topk | full_vocab
-    top_k: int = 16
-    reward_scale: float = 1.0
-    delta_clip: float = 0.0
-    top_q: float = 1.0
-    kl_mode: str = "adaptive"  # adaptive (official) | fixed | none
-    kl_coef: float = 2.5
-    kl_eps: float = 0.01
-    kl_min: float = 0.5
-    kl_max: float = 2.5
-    kl_clamp: bool = True
-    aggregation: str = "token_mean"
-    score_dtype: str = "float32"
-    allow_tokenizer_mismatch: bool = False
-    chunk: int | None = None  # positions per chunk in full_vocab (default: shiftkit.logprobs.default_chunk)
+    chunk: int | None = None  # positions per chunk of the chunked log-probs (default: shiftkit.logprobs.default_chunk)
 
     def validate(self) -> None:
-        if self.method not in METHODS:
-            raise ShiftkitError(f"OPDArgs.method must be one of {', '.join(METHODS)}, got '{self.method}'")
-        if self.reward_mode not in A.OPD_REWARD_MODES:
-            raise ShiftkitError(f"OPDArgs.reward_mode must be one of {', '.join(A.OPD_REWARD_MODES)}, "
-                                f"got '{self.reward_mode}'")
-        if self.kl_mode not in KL_MODES:
-            raise ShiftkitError(f"OPDArgs.kl_mode must be one of {', '.join(KL_MODES)}, got '{self.kl_mode}'")
-        if self.aggregation not in losses.AGGREGATIONS:
-            raise ShiftkitError(f"OPDArgs.aggregation must be token_mean or seq_mean, got '{self.aggregation}'")
-        if self.top_k <= 0 or not 0 < self.top_q <= 1:
-            raise ShiftkitError("OPDArgs: top_k must be positive and top_q in (0, 1]")
+        self.validate_opd("OPDArgs", METHODS)
 
 
 def no_outcome_reward(completions, **kwargs) -> list[float]:
@@ -123,8 +100,6 @@ def no_outcome_reward(completions, **kwargs) -> list[float]:
 def _load(model):
     if model is None or not isinstance(model, str):
         return model
-    from shiftkit.models import load_model_and_tokenizer
-
     return load_model_and_tokenizer(model)[0]
 
 
@@ -197,8 +172,6 @@ class DirectOPDTrainer(GRPOTrainer):
         return self.accelerator.prepare_model(m, evaluation_mode=True)
 
     def _opd_preflight(self, teacher, ref, ttok, rtok) -> list[str]:
-        from shiftkit.opd import preflight as pf
-
         stok = getattr(self.processing_class, "tokenizer", self.processing_class)
         named = {"student": (self.accelerator.unwrap_model(self.model), stok),
                  "teacher": (teacher, _tokenizer_for(teacher, ttok, stok))}
@@ -226,42 +199,26 @@ class DirectOPDTrainer(GRPOTrainer):
         mask = out["completion_mask"] if "tool_mask" not in out else out["completion_mask"] * out["tool_mask"]
         args_ = (out["prompt_ids"], out["prompt_mask"], comp, out["completion_mask"])
         student, teacher, ref = self._unwrap(self.model), self._unwrap(self.opd_teacher), self._unwrap(self.opd_ref)
-        m = mask.bool()
-        with torch.no_grad():
-            if direct and o.reward_mode == "full_vocab":
-                s = LP.model_head(student, *args_, temperature=T)
-                t = LP.model_head(teacher, *args_, dtype=o.score_dtype)
-                r = LP.model_head(ref, *args_, dtype=o.score_dtype)
-                keep = A.topq_position_mask(LP.jsd(t, r, o.chunk), mask, o.top_q) if o.top_q < 1 else None
-                _, st = LP.direct_opd_full_vocab_loss(s, t, r, mask, keep_BT=keep, scale=o.reward_scale,
-                                                      clip=o.delta_clip, chunk=o.chunk)
+        with torch.no_grad():  # the native loop's signal, with the generation batch as one micro-batch
+            s = logprobs.model_head(student, *args_, temperature=T)
+            t = logprobs.model_head(teacher, *args_, dtype=o.score_dtype)
+            r = logprobs.model_head(ref, *args_, dtype=o.score_dtype) if direct else None
+            sig = advantages.direct_opd_signal(s, t, r, comp, mask, mode=o.reward_mode if direct else "sampled",
+                                               k=o.top_k, scale=o.reward_scale, clip=o.delta_clip, top_q=o.top_q,
+                                               chunk=o.chunk)
+            if sig.ids_btk is None:  # full_vocab: the loss rebuilds the frozen heads from their last hidden states
                 out["opd_teacher_hidden"], out["opd_ref_hidden"] = t.hidden_BTH, r.hidden_BTH
-                if keep is not None:
-                    out["opd_keep"] = keep.float()
-                reward_sum = (st["reward"] * m).sum()
-                n_delta = m.sum() * s.vocab
-                d_sum, d_sq = (st["delta_sum"] * m).sum(), (st["delta_sq_sum"] * m).sum()
+                if sig.keep_bt is not None:
+                    out["opd_keep"] = sig.keep_bt.float()
             else:
-                s_logits = forward_logits(student, *args_) / T
-                ids = A.opd_candidates(o.reward_mode if direct else "sampled", s_logits, comp, o.top_k)
-                t_logits = forward_logits(teacher, *args_, dtype=o.score_dtype)
-                if direct:
-                    r_logits = forward_logits(ref, *args_, dtype=o.score_dtype)
-                    adv, delta, _ = A.direct_opd(s_logits, t_logits, r_logits, ids, mask, mode=o.reward_mode,
-                                                 scale=o.reward_scale, clip=o.delta_clip, top_q=o.top_q)
-                else:
-                    adv = A.vanilla_opd_advantage(losses.gather_logprobs(s_logits, ids),
-                                                  losses.gather_logprobs(t_logits, ids), scale=o.reward_scale)
-                    delta = adv
-                out["opd_ids"], out["opd_adv"] = ids, adv
+                out["opd_ids"], out["opd_adv"] = sig.ids_btk, sig.adv_btk
                 if "old_per_token_logps" in out:  # TRL will reuse this batch after an update: keep the old policy
-                    out["opd_old_logps"] = losses.gather_logprobs(s_logits, ids)
-                reward_sum = A.weighted_reward_mean(adv, mask) * mask.sum()
-                dm = m.unsqueeze(-1).expand_as(delta)
-                n_delta, d_sum, d_sq = dm.sum(), delta[dm].sum(), (delta[dm] ** 2).sum()
+                    out["opd_old_logps"] = sig.student_lp_btk
             if self.opd_anchor is not None:  # at the sampling temperature, like the student's log-probs
-                out["opd_anchor_logps"] = score(self._unwrap(self.opd_anchor), *args_, dtype=o.score_dtype,
-                                                temperature=T)
+                out["opd_anchor_logps"] = logprobs.score(self._unwrap(self.opd_anchor), *args_, dtype=o.score_dtype,
+                                                   temperature=T, chunk=o.chunk)
+        n_delta, d_sum, d_sq, _ = sig.moments
+        reward_sum = (sig.reward_bt * mask).sum()
         # global counts and the adaptive KL signal (summed over processes, so every rank agrees)
         dev = comp.device
         stats = torch.stack([reward_sum.float(), torch.tensor(float(comp.shape[0]), device=dev), d_sum.float(),
@@ -271,7 +228,7 @@ class DirectOPDTrainer(GRPOTrainer):
         wr_mean = float(stats[0] / n_tok)
         out["opd_num_seqs"] = stats[1].clone()
         if o.kl_mode == "adaptive" and mode == "train":
-            self.opd_alpha = A.adaptive_kl_coef(self.opd_alpha, wr_mean, o.kl_eps, o.kl_min, o.kl_max)
+            self.opd_alpha = advantages.adaptive_kl_coef(self.opd_alpha, wr_mean, o.kl_eps, o.kl_min, o.kl_max)
         nd = float(stats[4].clamp(min=1.0))
         mean = float(stats[2]) / nd
         self._metrics[mode]["opd/reward_weighted_mean"].append(wr_mean)
@@ -289,17 +246,17 @@ class DirectOPDTrainer(GRPOTrainer):
         kw = dict(clip_low=self.epsilon_low, clip_high=self.epsilon_high, aggregation=o.aggregation,
                   num_tokens=n_tok, num_seqs=n_seq)
         mode = "train" if self.model.training else "eval"
-        if "opd_teacher_hidden" in inputs:  # full_vocab, chunked from hidden states
-            s = LP.model_head(model, *args_, temperature=T)
-            t = LP.Head(inputs["opd_teacher_hidden"], *LP.lm_head_of(self._unwrap(self.opd_teacher)))
-            r = LP.Head(inputs["opd_ref_hidden"], *LP.lm_head_of(self._unwrap(self.opd_ref)))
-            loss, _ = LP.direct_opd_full_vocab_loss(s, t, r, mask, keep_BT=inputs.get("opd_keep"), scale=o.reward_scale,
-                                                    clip=o.delta_clip, chunk=o.chunk, **kw)
-            lp_BT = LP.token_logprobs(s, comp, o.chunk)
+        s = logprobs.model_head(model, *args_, temperature=T)  # chunked log-probs: no [B, T, V]
+        if "opd_teacher_hidden" in inputs:  # full_vocab
+            t = logprobs.Head(inputs["opd_teacher_hidden"], *logprobs.lm_head_of(self._unwrap(self.opd_teacher)))
+            r = logprobs.Head(inputs["opd_ref_hidden"], *logprobs.lm_head_of(self._unwrap(self.opd_ref)))
+            loss, _ = losses.direct_opd_full_vocab_loss(s, t, r, mask, keep_BT=inputs.get("opd_keep"),
+                                                        scale=o.reward_scale, clip=o.delta_clip, chunk=o.chunk, **kw)
+            lp_BT = logprobs.token_logprobs(s, comp, o.chunk)
             clip_frac = None
-        else:
-            logits = forward_logits(model, *args_) / T
-            lp_BTK, lp_BT = losses.gather_logprobs(logits, inputs["opd_ids"]), token_logprobs(logits, comp)
+        else:  # the candidates and the sampled token in one pass
+            both = logprobs.gather_logprobs(s, torch.cat([inputs["opd_ids"], comp.unsqueeze(-1)], -1), o.chunk)
+            lp_BTK, lp_BT = both[..., :-1], both[..., -1]
             old = inputs.get("opd_old_logps", lp_BTK.detach())
             loss, pm = losses.candidate_policy_loss(lp_BTK, old, inputs["opd_adv"], mask, **kw)
             clip_frac = float(pm["clip_frac"])

@@ -66,13 +66,13 @@ def _eval_config(job) -> EvalConfig:
 
 
 def _add_config_args(p: argparse.ArgumentParser, aliases: dict[str, str], **flag_kw) -> None:
-    from shiftkit.cli import add_config_args
+    from shiftkit.cliargs import add_config_args
 
     add_config_args(p, aliases, **flag_kw)
 
 
 def cmd_eval(args) -> dict:
-    from shiftkit.cli import config_from_args
+    from shiftkit.cliargs import config_from_args
     from shiftkit.kernels.evaluate import evaluate
 
     job = config_from_args(EvalJob, args)
@@ -99,7 +99,7 @@ def cmd_eval_set(args) -> dict:
     from shiftkit.kernels.evalset import pair_up, run_pool, summary_table
     from shiftkit.kernels.metrics import set_metrics
 
-    from shiftkit.cli import config_from_args
+    from shiftkit.cliargs import config_from_args
 
     job = config_from_args(EvalSetJob, args)
     cfg = _eval_config(job)
@@ -125,7 +125,7 @@ def cmd_eval_set(args) -> dict:
 def cmd_import(args) -> dict:
     from dataclasses import asdict
 
-    from shiftkit.cli import config_from_args
+    from shiftkit.cliargs import config_from_args
     from shiftkit.kernels.kernelbench import import_kernelbench
 
     pos = getattr(args, "source_pos", None)
@@ -148,7 +148,7 @@ def cmd_import(args) -> dict:
 def register_eval(ksub) -> None:
     p = ksub.add_parser("eval", help="evaluate one solution: compile, verify, profile, reward")
     _add_config_args(p, {"--problem": "problem", "--solution": "solution", "--backend": "backend"},
-                     backend={"choices": ["cpu", "cuda"]})
+                     config="shiftkit.kernels.cli:EvalJob", backend={"choices": ["cpu", "cuda"]})
     p.set_defaults(func=cmd_eval)
 
 
@@ -156,7 +156,7 @@ def register_eval_set(ksub) -> None:
     p = ksub.add_parser("eval-set", help="evaluate many solutions in a process pool (or on Ray)")
     _add_config_args(p, {"--problems": "problems", "--solutions": "solutions", "--workers": "workers",
                          "--out": "out", "--backend": "backend", "--ray-address": "ray_address"},
-                     backend={"choices": ["cpu", "cuda"]})
+                     config="shiftkit.kernels.cli:EvalSetJob", backend={"choices": ["cpu", "cuda"]})
     p.add_argument("--ray", dest="alias:ray", action="store_const", const="true", default=None,
                    help="alias of ray=true")
     p.add_argument("--no-progress", dest="alias:progress", action="store_const", const="false", default=None,
@@ -169,7 +169,7 @@ def register_import(ksub) -> None:
     p.add_argument("source_pos", nargs="?", metavar="DIR", default=None,
                    help="KernelBench checkout or levelN directory (alias of source=DIR)")
     _add_config_args(p, {"--level": "level", "--scale": "scale", "--out": "out", "--only": "only",
-                         "--min-ms": "min_ms", "--max-ms": "max_ms"})
+                         "--min-ms": "min_ms", "--max-ms": "max_ms"}, config="shiftkit.kernels.cli:ImportJob")
     p.add_argument("--keep-degenerate", dest="alias:keep_degenerate", action="store_const", const="true",
                    default=None, help="alias of keep_degenerate=true")
     p.set_defaults(func=cmd_import)
@@ -180,7 +180,6 @@ def register(sub) -> None:
     ksub = p.add_subparsers(dest="kernels_command", metavar="KERNELS_COMMAND")
     for fn in (register_eval, register_eval_set, register_import):
         fn(ksub)
-    from shiftkit.cli import add_config_args, config_from_args
     from shiftkit.kernels.service import register_cli as register_service  # serve, dataset (issue 18)
 
-    register_service(ksub, add_config_args, config_from_args)
+    register_service(ksub)

@@ -665,9 +665,10 @@ class DatasetJob:
             raise ShiftkitError(f"kernels dataset: format must be chat or text, got {self.format!r}")
 
 
-def register_cli(ksub, add_config_args, config_from_args) -> None:
-    """``kernels serve`` and ``kernels dataset``, called from ``kernels/cli.py``'s ``register`` with the
-    CLI's own helpers (library code does not import the CLI)."""
+def register_cli(ksub) -> None:
+    """``kernels serve`` and ``kernels dataset``, called from ``kernels/cli.py``'s ``register`` (the grammar
+    comes from the leaf :mod:`shiftkit.cliargs`)."""
+    from shiftkit.cliargs import add_config_args, config_from_args
 
     def cmd_serve(args) -> dict:
         serve(config_from_args(ServeJob, args))
@@ -689,11 +690,13 @@ def register_cli(ksub, add_config_args, config_from_args) -> None:
 
     p = ksub.add_parser("serve", help="serve the environment over HTTP/WebSocket (OpenEnv contract)")
     add_config_args(p, {"--host": "host", "--port": "port", "--slots": "slots", "--token": "token",
-                        "--backend": "backend"}, backend={"choices": ["cpu", "cuda"]})
+                        "--backend": "backend"}, config="shiftkit.kernels.service:ServeJob",
+                    backend={"choices": ["cpu", "cuda"]})
     p.set_defaults(func=cmd_serve)
     p = ksub.add_parser("dataset", help="RL rows (prompt, problem column) from a generated or KernelBench problem set")
     p.add_argument("source_pos", nargs="?", metavar="SOURCE", default=None, help="alias of source=...")
-    add_config_args(p, {"--out": "out", "--backend": "backend", "--format": "format"})
+    add_config_args(p, {"--out": "out", "--backend": "backend", "--format": "format"},
+                    config="shiftkit.kernels.service:DatasetJob")
     p.set_defaults(func=cmd_dataset)
 
 

@@ -5,7 +5,7 @@ The flags are aliases of the ``student``, ``teacher`` and ``teacher_ref`` fields
 
 from __future__ import annotations
 
-from shiftkit.cli import add_config_args, config_from_args, print_summary
+from shiftkit.cliargs import add_config_args, config_from_args, print_summary
 
 
 def cmd_opd(args) -> dict:
@@ -18,5 +18,6 @@ def register(sub) -> None:
     p = sub.add_parser("opd", help="Direct-OPD: transfer a weak model's RL shift to a student (and baselines)",
                        description="Direct-OPD (arXiv 2607.05394). method=direct_opd|vanilla_opd|grpo; "
                        "reward_mode=student_topk|sampled|full_vocab; stages=[...] in a config file for composition.")
-    add_config_args(p, {"--student": "student", "--teacher": "teacher", "--teacher-ref": "teacher_ref", "--out": "out"})
+    add_config_args(p, {"--student": "student", "--teacher": "teacher", "--teacher-ref": "teacher_ref", "--out": "out"},
+                    config="shiftkit.opd.loop:OPDConfig")
     p.set_defaults(func=cmd_opd)

@@ -12,7 +12,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from shiftkit.cli import add_config_args, config_from_args
+from shiftkit.cliargs import add_config_args, config_from_args
 from shiftkit.errors import ShiftkitError
 from shiftkit.sar.pipeline import ApplyConfig, ExtractConfig, MergeConfig, SweepConfig
 
@@ -142,22 +142,23 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     e = ss.add_parser("extract", help="write the SAR core of (base, tuned); key=value options: delta_rank, "
                       "base_rank, mask, projection, core_dtype, edited_out, peft_out, ...")
-    add_config_args(e, {**io, "--tuned": "tuned"})
+    add_config_args(e, {**io, "--tuned": "tuned"}, config="shiftkit.sar.cli:ExtractJob")
     e.set_defaults(func=_extract)
 
     a = ss.add_parser("apply", help="rebuild the edited checkpoint from base + core")
-    add_config_args(a, {**io, "--core": "core"})
+    add_config_args(a, {**io, "--core": "core"}, config="shiftkit.sar.cli:ApplyJob")
     a.set_defaults(func=_apply)
 
     m = ss.add_parser("merge", help="merge RL experts sharing a base (sar, task_arithmetic, ties, dare_ties, "
                       "dare_linear); a parameter the method does not take is an error")
-    add_config_args(m, {**io, "--experts": "experts", "--method": "method"}, experts={"nargs": "+"})
+    add_config_args(m, {**io, "--experts": "experts", "--method": "method"}, config="shiftkit.sar.cli:MergeJob",
+                    experts={"nargs": "+"})
     m.set_defaults(func=_merge)
 
     w = ss.add_parser("sweep", help="one core per delta rank from one decomposition (delta_ranks=0.005,0.01,0.05)")
-    add_config_args(w, {**io, "--tuned": "tuned"})
+    add_config_args(w, {**io, "--tuned": "tuned"}, config="shiftkit.sar.cli:SweepJob")
     w.set_defaults(func=_sweep)
 
     x = ss.add_parser("export-peft", help="write a core as a PEFT LoRA adapter")
-    add_config_args(x, {"--core": "core", "--out": "out", "--base": "base"})
+    add_config_args(x, {"--core": "core", "--out": "out", "--base": "base"}, config="shiftkit.sar.cli:ExportPeftJob")
     x.set_defaults(func=_export_peft)

@@ -20,22 +20,38 @@ and ``sparsify.py``; tests/sar/test_merge.py checks agreement when mergekit is i
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Callable
 
 import torch
 
 from shiftkit.errors import ShiftkitError
+from shiftkit.sar.edit import EditOptions, sar_edit_matrix
 
 MergeFn = Callable[..., torch.Tensor]
-_METHODS: dict[str, MergeFn] = {}
+# A method's chunked form: (per-expert delta chunk iterators, numel, **params with the method's defaults) ->
+# (per expert: a chunk -> trimmed/masked delta chunk, or None; the keyword arguments of the combination)
+ChunkedFn = Callable[..., tuple[list, dict]]
 
 
-def register(name: str):
+@dataclasses.dataclass(frozen=True)
+class MergeMethod:
+    fn: MergeFn  # (base_mn, deltas, weights, **params) -> the merged delta, on whole fp32 tensors
+    chunked: ChunkedFn | None = None  # the same merge of a huge tensor in flat chunks (None: whole tensors only)
+    whole: bool = False  # always merged as a whole tensor (SAR's SVD needs the matrix)
+
+
+_METHODS: dict[str, MergeMethod] = {}
+
+
+def register(name: str, chunked: ChunkedFn | None = None, whole: bool = False):
+    """Register ``fn`` as merge method ``name``, with its chunked form (:func:`merge_tensor` uses it on
+    tensors above ``chunk_elems`` entries) or ``whole=True``."""
     def deco(fn: MergeFn) -> MergeFn:
         if name in _METHODS:
             raise RuntimeError(f"merge method '{name}' registered twice")
-        _METHODS[name] = fn
+        _METHODS[name] = MergeMethod(fn, chunked, whole)
         return fn
     return deco
 
@@ -47,7 +63,7 @@ def method_names() -> list[str]:
 def get_method(name: str) -> MergeFn:
     if name not in _METHODS:
         raise ShiftkitError(f"unknown merge method '{name}'; valid methods: {', '.join(method_names())}")
-    return _METHODS[name]
+    return _METHODS[name].fn
 
 
 def method_params(name: str) -> dict[str, inspect.Parameter]:
@@ -183,39 +199,87 @@ def _dare(deltas, density, rescale, seed):
     return out
 
 
-# ------------------------------------------------------------------------------ methods
+# ------------------------------------------------------------------------------ methods and their chunked forms
+#
+# A chunked form computes the global quantities first, in chunked passes over each expert's delta (TIES:
+# the exact top-k threshold; DARE: the generator state and the L1 rescale factor), so that the
+# elementwise combination then runs chunk by chunk and equals the whole-tensor function's result.
 
-@register("task_arithmetic")
+def _task_arithmetic_chunked(delta_chunks, n, *, lambda_, normalize):
+    return [None] * len(delta_chunks), dict(consensus=False, normalize=normalize, lambda_=lambda_)
+
+
+@register("task_arithmetic", chunked=_task_arithmetic_chunked)
 def task_arithmetic(base_mn, deltas, weights, lambda_: float = 1.0, normalize: bool = False) -> torch.Tensor:
     return _combine(deltas, weights, consensus=False, normalize=normalize, lambda_=lambda_)
 
 
-@register("ties")
+def _ties_chunked(delta_chunks, n, *, density, lambda_, normalize):
+    prep = [None] * len(delta_chunks)
+    if density < 1:
+        k = max(1, int(density * n))
+        for j, chunks in enumerate(delta_chunks):
+            masker = _TopkMasker(*topk_threshold(chunks, k))
+            prep[j] = lambda c, m=masker: c * m(c)
+    return prep, dict(consensus=True, normalize=normalize, lambda_=lambda_)
+
+
+@register("ties", chunked=_ties_chunked)
 def ties(base_mn, deltas, weights, density: float = 1.0, lambda_: float = 1.0, normalize: bool = True) -> torch.Tensor:
     trimmed = [d.float() * magnitude_mask(d.float(), density) for d in deltas]
     return _combine(trimmed, weights, consensus=True, normalize=normalize, lambda_=lambda_)
 
 
-@register("dare_ties")
+def _dare_chunked(consensus: bool) -> ChunkedFn:
+    def chunked(delta_chunks, n, *, density, lambda_, normalize, rescale, seed):
+        if rescale not in ("l1", "density", "none"):
+            raise ShiftkitError(f"unknown rescale '{rescale}' (use l1, density or none)")
+        prep = [None] * len(delta_chunks)
+        if density < 1:
+            g = torch.Generator().manual_seed(seed)
+            for j, chunks in enumerate(delta_chunks):  # same generator stream as _dare: expert after expert
+                state = g.get_state()
+                before = after = torch.zeros((), dtype=torch.float32)
+                for c in chunks():
+                    masked = c * bernoulli_mask(c, density, g)
+                    if rescale == "l1":
+                        before = before + c.abs().sum()
+                        after = after + masked.abs().sum()
+                factor = None
+                if rescale == "l1" and not (before < 1e-7 or after < 1e-7):
+                    factor = before / after
+                elif rescale == "density":
+                    factor = 1.0 / density
+                gj = torch.Generator().set_state(state)
+
+                def apply(c, gj=gj, factor=factor):
+                    masked = c * bernoulli_mask(c, density, gj)
+                    if rescale == "density":
+                        return masked / density
+                    return masked * factor if factor is not None else masked
+                prep[j] = apply
+        return prep, dict(consensus=consensus, normalize=normalize, lambda_=lambda_)
+    return chunked
+
+
+@register("dare_ties", chunked=_dare_chunked(consensus=True))
 def dare_ties(base_mn, deltas, weights, density: float = 1.0, lambda_: float = 1.0, normalize: bool = False,
               rescale: str = "l1", seed: int = 0) -> torch.Tensor:
     return _combine(_dare(deltas, density, rescale, seed), weights, consensus=True, normalize=normalize,
                     lambda_=lambda_)
 
 
-@register("dare_linear")
+@register("dare_linear", chunked=_dare_chunked(consensus=False))
 def dare_linear(base_mn, deltas, weights, density: float = 1.0, lambda_: float = 1.0, normalize: bool = False,
                 rescale: str = "l1", seed: int = 0) -> torch.Tensor:
     return _combine(_dare(deltas, density, rescale, seed), weights, consensus=False, normalize=normalize,
                     lambda_=lambda_)
 
 
-@register("sar")
+@register("sar", whole=True)
 def sar(base_mn, deltas, weights, edit=None, cache=None, target: int = -1, lambda_: float = 1.0) -> torch.Tensor:
     """sum_i w_i P(d_i) (``target=-1``) or d_target + sum_{i != target} w_i P(d_i); 1-D tensors pass through
     as task arithmetic (SAR edits matrices only)."""
-    from shiftkit.sar.edit import EditOptions, sar_edit_matrix
-
     if base_mn.dim() != 2:
         return task_arithmetic(base_mn, deltas, weights, lambda_=lambda_)
     edit = edit or EditOptions()
@@ -239,19 +303,18 @@ def merge_tensor(method: str, base: torch.Tensor, experts: list[torch.Tensor], w
                  chunk_elems: int = CHUNK_ELEMS, **params) -> torch.Tensor:
     """``base + method(base, [e - base], weights)`` cast to base's dtype, with bounded memory.
 
-    Tensors up to ``chunk_elems`` entries (and every ``sar`` merge) go through the registered function
-    on whole fp32 tensors. Larger ones (embeddings) are processed in flat chunks of ``chunk_elems``:
-    global quantities are computed first in chunked passes (TIES: each delta's exact top-k threshold;
-    DARE: each expert's generator state and L1 rescale factor) and the elementwise combination then
-    runs chunk by chunk, so the result equals the whole-tensor function's (tested with small chunks).
-    Memory: the inputs as given (e.g. bf16) + the output + O(chunk) fp32 temporaries.
+    Tensors up to ``chunk_elems`` entries (and every merge of a ``whole`` method, such as ``sar``) go
+    through the registered function on whole fp32 tensors. Larger ones (embeddings) go through the
+    method's registered chunked form in flat chunks of ``chunk_elems``, so the result equals the
+    whole-tensor function's (tested with small chunks). Memory: the inputs as given (e.g. bf16) + the
+    output + O(chunk) fp32 temporaries.
     """
-    fn = get_method(method)
-    n = base.numel()
-    if method == "sar" or n <= chunk_elems:
+    get_method(method)
+    m, n = _METHODS[method], base.numel()
+    if m.whole or n <= chunk_elems:
         W0 = base.float()
-        return (W0 + fn(W0, [e.float() - W0 for e in experts], weights, **params)).to(base.dtype)
-    if method not in ("task_arithmetic", "ties", "dare_ties", "dare_linear"):
+        return (W0 + m.fn(W0, [e.float() - W0 for e in experts], weights, **params)).to(base.dtype)
+    if m.chunked is None:
         raise ShiftkitError(f"merge method '{method}' has no chunked path for a {n}-entry tensor")
     b_flat = base.reshape(-1)
     e_flat = [e.reshape(-1) for e in experts]
@@ -260,51 +323,12 @@ def merge_tensor(method: str, base: torch.Tensor, experts: list[torch.Tensor], w
     def delta_chunks(j):
         return lambda: (e_flat[j][a:b].float() - b_flat[a:b].float() for a, b in spans)
 
-    density = params.get("density", 1.0)
-    lambda_ = params.get("lambda_", 1.0)
-    prep = [None] * len(experts)  # per expert: a chunk -> trimmed/masked delta chunk
-    if method == "ties":
-        normalize, consensus = params.get("normalize", True), True
-        if density < 1:
-            k = max(1, int(density * n))
-            for j in range(len(experts)):
-                t, need = topk_threshold(delta_chunks(j), k)
-                masker = _TopkMasker(t, need)
-                prep[j] = lambda c, m=masker: c * m(c)
-    elif method in ("dare_ties", "dare_linear"):
-        normalize, consensus = params.get("normalize", False), method == "dare_ties"
-        rescale, seed = params.get("rescale", "l1"), params.get("seed", 0)
-        if rescale not in ("l1", "density", "none"):
-            raise ShiftkitError(f"unknown rescale '{rescale}' (use l1, density or none)")
-        if density < 1:
-            g = torch.Generator().manual_seed(seed)
-            for j in range(len(experts)):  # same generator stream as _dare: expert after expert
-                state = g.get_state()
-                before = after = torch.zeros((), dtype=torch.float32)
-                for c in delta_chunks(j)():
-                    masked = c * bernoulli_mask(c, density, g)
-                    if rescale == "l1":
-                        before = before + c.abs().sum()
-                        after = after + masked.abs().sum()
-                factor = None
-                if rescale == "l1" and not (before < 1e-7 or after < 1e-7):
-                    factor = before / after
-                elif rescale == "density":
-                    factor = 1.0 / density
-                gj = torch.Generator().set_state(state)
-
-                def apply(c, gj=gj, factor=factor, rescale=rescale):
-                    masked = c * bernoulli_mask(c, density, gj)
-                    if rescale == "density":
-                        return masked / density
-                    return masked * factor if factor is not None else masked
-                prep[j] = apply
-    else:
-        normalize, consensus = params.get("normalize", False), False
+    resolved = {k: p.default for k, p in method_params(method).items()} | params  # the method's own defaults
+    prep, combine = m.chunked([delta_chunks(j) for j in range(len(experts))], n, **resolved)
     out = torch.empty_like(b_flat)
     for a, b in spans:
         W0c = b_flat[a:b].float()
         ds = [e[a:b].float() - W0c for e in e_flat]
         ds = [p(d) if p is not None else d for p, d in zip(prep, ds)]
-        out[a:b] = (W0c + _combine(ds, weights, consensus=consensus, normalize=normalize, lambda_=lambda_)).to(base.dtype)
+        out[a:b] = (W0c + _combine(ds, weights, **combine)).to(base.dtype)
     return out.reshape(base.shape)

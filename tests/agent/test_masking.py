@@ -8,7 +8,8 @@ import torch
 from shiftkit import advantages as A
 from shiftkit import losses as L
 from shiftkit.agent.critic import ValueModel
-from shiftkit.agent.rl import collate, demo_rows, masked_sft_step
+from shiftkit.agent.batches import collate, masked_sft_step
+from shiftkit.agent.rl import demo_rows
 from shiftkit.agent.chat import tokenize_chat
 from shiftkit.models import TinyModelSpec, make_char_tokenizer, make_tiny_model
 from shiftkit.sampling import forward_logits, token_logprobs

@@ -6,7 +6,9 @@ import math
 import pytest
 import torch
 
+from oracles import direct_opd, opd_candidates
 from shiftkit import advantages, losses
+from shiftkit import logprobs as LP
 
 L = math.log
 
@@ -23,7 +25,7 @@ def test_sampled_reward_by_hand_with_scale_and_clip():
 def test_student_topk_reward_by_hand():
     # one position, K=2 of a 4-token vocabulary; student probs 0.6 / 0.2 -> renormalised 0.75 / 0.25
     student = torch.log(torch.tensor([[[0.6, 0.2, 0.15, 0.05]]]))
-    ids, slp = advantages.student_topk(student, 2)
+    ids, slp = LP.topk_from_logits(student, 2)
     assert ids.tolist() == [[[0, 1]]]
     assert torch.allclose(slp, torch.log(torch.tensor([[[0.6, 0.2]]])), atol=1e-6)
     t = torch.log(torch.tensor([[[0.5, 0.4]]]))
@@ -45,7 +47,7 @@ def test_full_vocab_reward_by_hand():
 
 def test_gather_logprobs_at_arbitrary_ids():
     logits = torch.tensor([[[1.0, 2.0, 3.0]]])
-    lp = losses.gather_logprobs(logits, torch.tensor([[[2, 0]]]))
+    lp = LP.logprobs_from_logits(logits, torch.tensor([[[2, 0]]]))
     z = math.log(math.e + math.e**2 + math.e**3)
     assert torch.allclose(lp, torch.tensor([[[3 - z, 1 - z]]]))
 
@@ -94,10 +96,10 @@ def test_candidate_loss_fully_masked_is_zero_with_valid_grad():
 
 
 def _topk_loss(logits, t_logits, r_logits, k):
-    ids, _ = advantages.student_topk(logits.detach(), k)
-    slp = losses.gather_logprobs(logits, ids)
-    adv, _, _ = advantages.direct_opd_candidates(slp, losses.gather_logprobs(t_logits, ids),
-                                             losses.gather_logprobs(r_logits, ids))
+    ids, _ = LP.topk_from_logits(logits.detach(), k)
+    slp = LP.logprobs_from_logits(logits, ids)
+    adv, _, _ = advantages.direct_opd_candidates(slp, LP.logprobs_from_logits(t_logits, ids),
+                                             LP.logprobs_from_logits(r_logits, ids))
     return losses.candidate_policy_loss(slp, slp.detach(), adv, torch.ones(logits.shape[:2]))[0]
 
 
@@ -131,18 +133,18 @@ def test_identical_teacher_and_reference_give_zero_reward_and_only_kl_gradient()
     logits = torch.randn(2, 3, 7, generator=g).requires_grad_()
     t = torch.randn(2, 3, 7, generator=g)
     for mode_adv in (advantages.direct_opd_full_vocab(logits.detach(), t, t.clone())[0],
-                     advantages.direct_opd_candidates(*[losses.gather_logprobs(x, advantages.student_topk(logits.detach(), 4)[0])
+                     advantages.direct_opd_candidates(*[LP.logprobs_from_logits(x, LP.topk_from_logits(logits.detach(), 4)[0])
                                                     for x in (logits.detach(), t, t.clone())])[0]):
         assert torch.all(mode_adv == 0)
-    ids, _ = advantages.student_topk(logits.detach(), 4)
-    slp = losses.gather_logprobs(logits, ids)
-    adv = advantages.direct_opd_candidates(slp, losses.gather_logprobs(t, ids), losses.gather_logprobs(t, ids))[0]
+    ids, _ = LP.topk_from_logits(logits.detach(), 4)
+    slp = LP.logprobs_from_logits(logits, ids)
+    adv = advantages.direct_opd_candidates(slp, LP.logprobs_from_logits(t, ids), LP.logprobs_from_logits(t, ids))[0]
     pg, _ = losses.candidate_policy_loss(slp, slp.detach(), adv, torch.ones(2, 3))
     g_pg, = torch.autograd.grad(pg, logits, retain_graph=True)
     assert torch.all(g_pg == 0)
     # with the KL anchor at the starting policy the KL term is 0 too (and its gradient vanishes)
     sampled = torch.tensor([[0, 1, 2], [3, 4, 5]])
-    lp_s = losses.gather_logprobs(logits, sampled.unsqueeze(-1)).squeeze(-1)
+    lp_s = LP.logprobs_from_logits(logits, sampled.unsqueeze(-1)).squeeze(-1)
     kl, kl_mean = losses.kl_penalty(lp_s, lp_s.detach(), torch.ones(2, 3), 2.5)
     g_kl, = torch.autograd.grad(pg + kl, logits)
     assert kl_mean.item() == 0 and torch.allclose(g_kl, torch.zeros_like(g_kl), atol=1e-7)
@@ -169,9 +171,54 @@ def test_adaptive_kl_coef_by_hand():
     assert a == pytest.approx(2.5 * 0.99**3)
 
 
-def test_weighted_reward_mean_by_hand():
-    adv = torch.tensor([[[0.1, 0.2], [0.3, 0.4], [9.0, 9.0]]])
-    assert advantages.weighted_reward_mean(adv, torch.tensor([[1, 1, 0]])).item() == pytest.approx(0.5)
+def _heads(B=2, T=5, H=6, V=9, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    mk = lambda temp: LP.Head(torch.randn(B, T, H, generator=g), torch.randn(V, H, generator=g),  # noqa: E731
+                              torch.randn(V, generator=g), temp)
+    return mk(0.7), mk(1.0), mk(1.0)
+
+
+@pytest.mark.parametrize("mode,top_q,vanilla", [("sampled", 1.0, False), ("student_topk", 1.0, False),
+                                                 ("student_topk", 0.5, False), ("full_vocab", 1.0, False),
+                                                 ("full_vocab", 0.4, False), ("sampled", 1.0, True)])
+def test_direct_opd_signal_chunked_equals_the_full_logit_oracle(mode, top_q, vanilla):
+    """The one signal (per micro-batch, on chunked heads; chunks of 4 cross rows) == tests/oracles.py on
+    [B, T, V] logits: candidates, advantages, the student's log-probs, the per-position reward and Delta."""
+    s, t, r = _heads()
+    B, T, V = 2, 5, 9
+    logits = {k: LP.logits_of(h).view(B, T, V) for k, h in (("s", s), ("t", t), ("r", r))}
+    comp = torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(1))
+    mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
+    sig = advantages.direct_opd_signal(s, t, None if vanilla else r, comp, mask, mode=mode, k=3, scale=1.5,
+                                       clip=0.8, top_q=top_q, chunk=4)
+    ids = opd_candidates(mode, logits["s"], comp, 3)
+    m = mask.bool()
+    if vanilla:
+        adv = delta = advantages.vanilla_opd_advantage(LP.logprobs_from_logits(logits["s"], ids),
+                                                       LP.logprobs_from_logits(logits["t"], ids), scale=1.5)
+    else:
+        adv, delta, _ = direct_opd(logits["s"], logits["t"], logits["r"], ids, mask, mode=mode, scale=1.5, clip=0.8,
+                                   top_q=top_q)
+    torch.testing.assert_close(sig.reward_bt[m], adv.sum(-1)[m], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(sig.delta_mean_bt[m], delta.mean(-1)[m], rtol=1e-5, atol=1e-6)
+    dm = m.unsqueeze(-1).expand_as(delta)
+    n, s1, s2, npos = (float(x) for x in sig.moments)
+    assert n == dm.sum() and npos == (delta[dm] > 0).sum()
+    assert s1 == pytest.approx(float(delta[dm].sum()), abs=1e-4) and s2 == pytest.approx(float((delta[dm] ** 2).sum()), rel=1e-5)
+    assert (sig.keep_bt is None) == (top_q == 1) and (top_q == 1 or int(sig.keep_bt.sum()) == sum(math.ceil(top_q * n) for n in (4, 5)))
+    if mode == "full_vocab":  # no [B, T, V]: only the statistics
+        assert sig.ids_btk is None and sig.adv_btk is None
+        return
+    assert torch.equal(sig.ids_btk, ids)
+    torch.testing.assert_close(sig.adv_btk, adv, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(sig.student_lp_btk, LP.logprobs_from_logits(logits["s"], ids), rtol=1e-5, atol=1e-6)
+
+
+def test_direct_opd_signal_refuses_vanilla_candidates():
+    s, t, _ = _heads()
+    with pytest.raises(ValueError, match="sampled token only"):
+        advantages.direct_opd_signal(s, t, None, torch.zeros(2, 5, dtype=torch.long), torch.ones(2, 5),
+                                     mode="student_topk")
 
 
 def test_vanilla_opd_advantage_by_hand():
@@ -191,10 +238,10 @@ def test_topq_mask_by_hand():
 def test_jsd_by_hand_and_symmetric():
     a = torch.log(torch.tensor([[[1.0, 1e-30]]]))
     b = torch.log(torch.tensor([[[1e-30, 1.0]]]))
-    assert losses.jsd_from_logits(a, b).item() == pytest.approx(L(2), abs=1e-5)
+    assert LP.jsd_from_logits(a, b).item() == pytest.approx(L(2), abs=1e-5)
     x, y = torch.randn(2, 3, 5), torch.randn(2, 3, 5)
-    assert torch.allclose(losses.jsd_from_logits(x, y), losses.jsd_from_logits(y, x), atol=1e-6)
-    assert torch.allclose(losses.jsd_from_logits(x, x), torch.zeros(2, 3), atol=1e-6)
+    assert torch.allclose(LP.jsd_from_logits(x, y), LP.jsd_from_logits(y, x), atol=1e-6)
+    assert torch.allclose(LP.jsd_from_logits(x, x), torch.zeros(2, 3), atol=1e-6)
 
 
 def test_outcome_mix_by_hand():
@@ -211,18 +258,18 @@ def test_outcome_mix_by_hand():
 def test_topk_overlap_by_hand():
     a = torch.tensor([[[3.0, 2.0, 1.0, 0.0]]])
     b = torch.tensor([[[0.0, 2.0, 3.0, 1.0]]])
-    assert losses.topk_overlap(a, b, 2).item() == pytest.approx(0.5)
-    assert losses.topk_overlap(a, a, 2).item() == 1.0
+    assert LP.topk_overlap_from_logits(a, b, 2).item() == pytest.approx(0.5)
+    assert LP.topk_overlap_from_logits(a, a, 2).item() == 1.0
 
 
 def test_opd_candidates_per_mode():
     logits = torch.tensor([[[0.0, 3.0, 1.0, 2.0], [5.0, 0.0, 0.0, 1.0]]])  # [B=1, T=2, V=4]
     comp = torch.tensor([[2, 0]])
-    assert advantages.opd_candidates("sampled", logits, comp, 2).tolist() == [[[2], [0]]]
-    assert advantages.opd_candidates("student_topk", logits, comp, 2).tolist() == [[[1, 3], [0, 3]]]
-    assert advantages.opd_candidates("full_vocab", logits, comp, 2).tolist() == [[[0, 1, 2, 3]] * 2]
+    assert opd_candidates("sampled", logits, comp, 2).tolist() == [[[2], [0]]]
+    assert opd_candidates("student_topk", logits, comp, 2).tolist() == [[[1, 3], [0, 3]]]
+    assert opd_candidates("full_vocab", logits, comp, 2).tolist() == [[[0, 1, 2, 3]] * 2]
     with pytest.raises(ValueError, match="unknown Direct-OPD reward mode"):
-        advantages.opd_candidates("topk", logits, comp, 2)
+        opd_candidates("topk", logits, comp, 2)
 
 
 def test_direct_opd_by_hand_per_mode_and_top_q():
@@ -233,19 +280,19 @@ def test_direct_opd_by_hand_per_mode_and_top_q():
     s = torch.tensor([[[L(0.8), L(0.2)], [L(0.5), L(0.5)]]])  # the student's weights over the full vocab
     mask = torch.ones(1, 2)
     ids = torch.tensor([[[1], [0]]])  # sampled tokens
-    adv, delta, jsd = advantages.direct_opd(s, t, r, ids, mask, mode="sampled")
+    adv, delta, jsd = direct_opd(s, t, r, ids, mask, mode="sampled")
     assert torch.allclose(adv, torch.tensor([[[math.log(0.5 / 0.75)], [0.0]]]), atol=1e-6)
     assert torch.equal(adv, delta) and jsd[0, 1] < 1e-7 and jsd[0, 0] > 1e-3
     full = torch.arange(2).expand(1, 2, 2)
-    adv, delta, _ = advantages.direct_opd(s, t, r, full, mask, mode="full_vocab", scale=2.0)
+    adv, delta, _ = direct_opd(s, t, r, full, mask, mode="full_vocab", scale=2.0)
     # w * 2 * Delta: pos 0: 0.8 * 2 ln 2, 0.2 * 2 ln(2/3); pos 1: 0
     want = torch.tensor([[[0.8 * 2 * math.log(2), 0.2 * 2 * math.log(2 / 3)], [0.0, 0.0]]])
     assert torch.allclose(adv, want, atol=1e-6)
     assert torch.allclose(delta[0, 0], torch.tensor([2 * math.log(2), 2 * math.log(2 / 3)]), atol=1e-6)
     # top_q = 0.5 keeps one of the two positions per row: the one with the larger JSD (position 0)
-    adv_q, _, _ = advantages.direct_opd(s, t, r, full, mask, mode="full_vocab", scale=2.0, top_q=0.5)
+    adv_q, _, _ = direct_opd(s, t, r, full, mask, mode="full_vocab", scale=2.0, top_q=0.5)
     assert torch.allclose(adv_q, want, atol=1e-6)  # position 1 was 0 already
     t2 = torch.tensor([[[L(0.5), L(0.5)], [L(0.5), L(0.5)]]])  # now position 1 has the larger divergence
     r2 = torch.tensor([[[L(0.4), L(0.6)], [L(0.1), L(0.9)]]])
-    adv_q, _, jsd = advantages.direct_opd(s, t2, r2, full, mask, mode="full_vocab", top_q=0.5)
+    adv_q, _, jsd = direct_opd(s, t2, r2, full, mask, mode="full_vocab", top_q=0.5)
     assert jsd[0, 1] > jsd[0, 0] and torch.all(adv_q[0, 0] == 0) and torch.all(adv_q[0, 1] != 0)

@@ -111,3 +111,30 @@ def test_demo_preset_is_a_config_field_under_the_overrides():
     assert q.preset == "quick" and q.rl_steps == 5 and q.weak_steps == PRESETS["quick"]["weak_steps"]
     with pytest.raises(ShiftkitError, match="unknown demo stage 'gpro'"):
         demo_config(None, ["stages=[world,gpro]"])
+
+
+def test_every_command_names_its_config_class():
+    """Each command that takes ``--config`` names its config dataclass (``"module:Class"``), which ``--help``
+    lists; ``experiment`` picks its config by name (its experiments are listed instead)."""
+    import argparse
+    import dataclasses
+
+    from shiftkit.cli import build_parser
+    from shiftkit.cliargs import config_class
+
+    def leaves(p, path=()):
+        subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            yield path, p
+        for a in subs:
+            for name, sp in a.choices.items():
+                yield from leaves(sp, (*path, name))
+
+    named = {}
+    for path, p in leaves(build_parser()):
+        if "--config" in p._option_string_actions and path != ("experiment",):
+            spec = p.get_default("config_class")
+            assert spec, path
+            named[path] = config_class(spec)
+            assert dataclasses.is_dataclass(named[path]), path
+    assert len(named) >= 20 and named[("rl",)].__name__ == "GRPOConfig" and named[("opd",)].__name__ == "OPDConfig"

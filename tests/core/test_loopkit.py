@@ -1,5 +1,5 @@
 """The training kit: one seed formula, one prompt draw shared by GRPO and OPD, one off-policy test, the
-no-signal guard of the optimizer step. (Kill-and-resume and DDP are tested per loop: tests/core/test_training.py,
+no-signal guard of the optimizer step (:func:`shiftkit.loopkit.clip_and_step`). (Kill-and-resume and DDP are tested per loop: tests/core/test_training.py,
 tests/opd/test_cli.py, tests/agent/test_agent_rl.py.)"""
 
 import random
@@ -7,7 +7,6 @@ import random
 import torch
 
 from shiftkit import loopkit as kit
-from shiftkit.dist import Dist
 
 
 def test_row_seed_formula_by_hand():
@@ -16,16 +15,23 @@ def test_row_seed_formula_by_hand():
 
 
 def test_grpo_and_opd_draw_the_same_problems_on_the_same_seed():
-    from shiftkit.opd.loop import OPDConfig, PromptSource
+    """The loops' own path: each loads its inputs with ``prompt_inputs`` (OPD through ``with_data``, its
+    ``prompts=`` alias) and draws step ``step``'s prompts with ``inp.ds.draw(seed, step, P)``."""
+    from shiftkit.inputs import prompt_inputs
+    from shiftkit.models import make_char_tokenizer
+    from shiftkit.opd.loop import OPDConfig, with_data
+    from shiftkit.rl import GRPOConfig
     from shiftkit.tasks import Mixture
 
-    mix = Mixture(["add"])
-    grpo = kit.draw_prompts(lambda rng: mix.sample(rng, "train"), 3, 7, 5)
-    opd = PromptSource(OPDConfig(student="s", teacher="t", teacher_ref="r", tasks=["add"])).draw(3, 7, 5)
-    assert [p.prompt for p in grpo] == [p.prompt for p in opd]
-    assert [p.prompt for p in grpo] != [p.prompt for p in kit.draw_prompts(lambda r: mix.sample(r, "train"), 3, 8, 5)]
-    rng = random.Random("rl:3:7")
-    assert kit.draw_prompts(lambda r: r.random(), 3, 7, 2) == [rng.random(), rng.random()]
+    tok = make_char_tokenizer()
+    grpo = prompt_inputs(GRPOConfig(model="m", tasks=["add"], seed=3), tok, "rl", want_eval=False)
+    opd = prompt_inputs(with_data(OPDConfig(student="s", teacher="t", teacher_ref="r", tasks=["add"], seed=3)), tok,
+                        "opd", want_eval=False)
+    prompts = lambda inp, step: [e.prompt for e in inp.ds.draw(3, step, 5)]  # noqa: E731
+    assert prompts(grpo, 7) == prompts(opd, 7)
+    assert prompts(grpo, 7) != prompts(grpo, 8)
+    rng, mix = random.Random("rl:3:7"), Mixture(["add"])  # the stream of (seed, step)
+    assert prompts(grpo, 7) == [mix.sample(rng, "train").prompt for _ in range(5)]
 
 
 def test_needs_old_logprobs():
@@ -36,15 +42,19 @@ def test_needs_old_logprobs():
     assert kit.needs_old_logprobs(0.0, 0.0, 1, top_p=0.9)
 
 
-def test_optimizer_step_computes_the_gradient_but_skips_adam_without_signal():
+def test_clip_and_step_computes_the_gradient_but_skips_adam_without_signal():
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 2)
     opt = kit.make_optimizer(model, 1e-1, 0.0)
-    d = Dist()
-    loss = model(torch.ones(1, 3)).sum()
-    kit.optimizer_step(loss, model, opt, d, 1.0)  # a real step: Adam now has momentum
+
+    def step(scale: float, skip: bool = False) -> float:  # a loop's update: zero, backward, clip and step
+        opt.zero_grad(set_to_none=True)
+        (model(torch.ones(1, 3)).sum() * scale).backward()
+        return kit.clip_and_step(model, opt, 1.0, skip=skip)
+
+    step(1.0)  # a real step: Adam now has momentum
     before = [p.detach().clone() for p in model.parameters()]
-    gnorm = kit.optimizer_step(model(torch.ones(1, 3)).sum() * 0.0, model, opt, d, 1.0, skip=True)
+    gnorm = step(0.0, skip=True)
     assert gnorm == 0.0 and all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
-    kit.optimizer_step(model(torch.ones(1, 3)).sum() * 0.0, model, opt, d, 1.0)  # without the guard, momentum moves it
+    step(0.0)  # without the guard, momentum moves it
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))

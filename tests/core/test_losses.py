@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from shiftkit import advantages, losses
-from shiftkit.evaluate import mean_stderr, pass_at_k, pass_at_k_reference
+from shiftkit.metrics import mean_se as mean_stderr
+from shiftkit.metrics import pass_at_k, pass_at_k_reference
 
 
 def test_group_advantages_by_hand():

@@ -414,7 +414,7 @@ def test_eval_with_the_aime_config_on_a_cached_dataset(pico_dir, tmp_path, monke
 def test_line_progress_by_hand():
     import io
 
-    from shiftkit.loopkit import LineProgress, progress_bar
+    from shiftkit.io import LineProgress, progress_bar
 
     buf = io.StringIO()
     assert isinstance(progress_bar(10, 0, "x", buf), LineProgress)  # a StringIO is no terminal

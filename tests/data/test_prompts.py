@@ -8,7 +8,7 @@ import torch
 from shiftkit.data import SFTRow
 from shiftkit.errors import ShiftkitError
 from shiftkit.models import make_char_tokenizer, smollm2_gguf_path
-from shiftkit.prompts import DAPO_TEMPLATE, PromptArgs, PromptRenderer, left_pad, right_pad
+from shiftkit.prompts import DAPO_TEMPLATE, PromptKeys, PromptRenderer, left_pad, right_pad
 from shiftkit.sampling import encode_completions, encode_prompts
 
 # a small ChatML-like template that reads a chat_template_kwargs flag
@@ -66,7 +66,7 @@ def test_chat_template_generation_prompt_and_kwargs(chat_tok):
     assert r.ids("hi") == chat_tok("<user>hi<eos>\n<assistant>", add_special_tokens=False)["input_ids"]
     k = PromptRenderer(chat_tok, chat_template_kwargs={"enable_thinking": False})
     assert k.text("hi") == "<user>hi<eos>\n<assistant>[no think]"
-    a = PromptRenderer.from_args(chat_tok, PromptArgs(chat_template="false"))
+    a = PromptRenderer.from_keys(chat_tok, PromptKeys(chat_template="false"))
     assert a.text("hi") == "hi"
 
 

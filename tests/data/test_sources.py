@@ -116,9 +116,6 @@ def test_arith_is_a_source_with_the_loops_draws():
     want = [mix.sample(rng, "train") for _ in range(6)]
     got = src.draw(3, 5, 6)
     assert [e.prompt for e in got] == [p.prompt for p in want]
-    from shiftkit import loopkit
-
-    assert loopkit.draw_prompts(src.draw_one, 3, 5, 6) == got  # the training kit's draws, through the source
     assert [e.answer for e in got] == [p.answer for p in want] and got[0].problem == want[0]
     rng = random.Random("sft:1:2")  # the SFT loop's stream: a trace right after each problem
     want_sft = []
@@ -211,9 +208,6 @@ def test_draw_walks_seeded_epochs_and_is_a_function_of_seed_and_step(qa_jsonl):
     assert sorted(epoch1) == sorted(epoch0) and epoch1 != epoch0  # a new order each epoch
     fresh = load_prompts(args(qa_jsonl), seed=0)
     assert [e.prompt for e in fresh.draw(0, 7, 2)] == epoch1[4:6]  # resume: same batch without replaying
-    import random
-
-    assert sh.draw_one(random.Random(1)) == sh.draw_one(random.Random(1))
 
 
 # ---- bad input: one line, naming file / row / column ---------------------------------------------

@@ -117,7 +117,7 @@ def test_reward_modes_give_their_documented_advantages_on_the_same_samples(trio,
     s, t, r = (_logp(trio[k], roll) for k in ("student", "teacher", "ref"))
     m = roll.completion_mask_BT.bool()
     delta = t - r  # Delta(v | s_t) = log pi_teacher - log pi_ref, [B, T, V]
-    want = {  # shiftkit.advantages.direct_opd: adv = sg[w * Delta] per candidate
+    want = {  # tests/oracles.py direct_opd: adv = sg[w * Delta] per candidate
         "sampled": delta.gather(-1, roll.completion_ids_BT.unsqueeze(-1)),  # w = 1, K = 1
         "student_topk": (lambda ids: s.gather(-1, ids).softmax(-1) * delta.gather(-1, ids))(s.topk(5, -1).indices),
         "full_vocab": s.exp() * delta,  # w = the student's exact probabilities, K = V
@@ -141,7 +141,7 @@ def test_reward_modes_give_their_documented_advantages_on_the_same_samples(trio,
 def test_top_q_keeps_the_reward_at_the_top_jsd_fraction_of_positions(trio, tmp_path):
     import math
 
-    from shiftkit import losses
+    from shiftkit import logprobs
 
     full = _capture(_cfg(trio, tmp_path / "q1", steps=1))
     part = _capture(_cfg(trio, tmp_path / "q03", steps=1, top_q=0.3))
@@ -150,7 +150,7 @@ def test_top_q_keeps_the_reward_at_the_top_jsd_fraction_of_positions(trio, tmp_p
     a1, aq = full["calls"][0]["adv"], part["calls"][0]["adv"]
     assert (a1.abs().sum(-1) > 0)[m].all()  # top_q=1: a reward at every valid position
     kept = (aq.abs().sum(-1) > 0) & m
-    jsd = losses.jsd_from_logits(_logp(trio["teacher"], roll), _logp(trio["ref"], roll))
+    jsd = logprobs.jsd_from_logits(_logp(trio["teacher"], roll), _logp(trio["ref"], roll))
     for b in range(m.shape[0]):
         n = int(m[b].sum())
         assert int(kept[b].sum()) == math.ceil(0.3 * n)  # ceil(top_q * n_valid) positions per row

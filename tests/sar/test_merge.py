@@ -153,6 +153,30 @@ def test_chunked_merge_equals_whole_tensor(name, density):
             assert torch.equal(got, whole)
 
 
+def test_each_method_registers_its_chunked_form():
+    """merge_tensor switches on no method name: a method's chunked form (or ``whole``) is registered with it,
+    its parameters reach the chunked form with the method's own defaults, and a method registered without
+    one is whole-tensor only (a larger tensor is an error naming it)."""
+    from shiftkit.errors import ShiftkitError
+
+    assert {n for n in mg.method_names() if mg._METHODS[n].chunked} == {"task_arithmetic", "ties", "dare_ties",
+                                                                        "dare_linear"}
+    assert mg._METHODS["sar"].whole and mg._METHODS["sar"].chunked is None
+    g = torch.Generator().manual_seed(3)
+    base = torch.randn(40, 9, generator=g)
+    experts = [base + 0.1 * torch.randn(40, 9, generator=g) for _ in range(2)]
+    for kw in (dict(density=0.5), dict(density=0.5, normalize=False)):  # normalize: default True, then passed
+        whole = mg.merge_tensor("ties", base, experts, [1.0, 0.5], chunk_elems=10**9, **kw)
+        assert torch.equal(mg.merge_tensor("ties", base, experts, [1.0, 0.5], chunk_elems=50, **kw), whole)
+    mg.register("_plain")(lambda base_mn, deltas, weights: deltas[0])
+    try:
+        assert torch.equal(mg.merge_tensor("_plain", base, experts, [1.0, 1.0], chunk_elems=10**9), experts[0])
+        with pytest.raises(ShiftkitError, match="'_plain' has no chunked path for a 360-entry tensor"):
+            mg.merge_tensor("_plain", base, experts, [1.0, 1.0], chunk_elems=50)
+    finally:
+        mg._METHODS.pop("_plain")
+
+
 def test_a_method_schema_is_its_signature_and_unknown_params_are_errors():
     from shiftkit.errors import ShiftkitError
     from shiftkit.sar.pipeline import MergeConfig

@@ -36,7 +36,7 @@ def main() -> None:
 
     from shiftkit import logprobs as LP
     from shiftkit import losses
-    from shiftkit.microbatch import accumulate, global_counts, micro_batches
+    from shiftkit.microbatch import accumulating, global_counts, micro_batches
     from shiftkit.models import TinyModelSpec, make_tiny_model
 
     acc = Accelerator(cpu=True)
@@ -85,7 +85,8 @@ def main() -> None:
         opt.zero_grad(set_to_none=True)
         # FSDP averages gradients over ranks; each loss is a global sum / N, hence * W
         mbs = micro_batches(empty, mask, a.token_budget, d=_D)  # the same count on every rank
-        accumulate(model, mbs, loss_fn, world=W)
+        for mb in accumulating(model, mbs):  # the gradient reduction runs on the last micro-batch only
+            (loss_fn(mb) * mb.scale * W).backward()
         counts.append((len(mbs), sum(mb.scale == 0 for mb in mbs)))
         opt.step()
     sharded = [type(p).__name__ == "DTensor" for p in model.parameters()]

@@ -10,10 +10,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from shiftkit import logprobs as LP
 from shiftkit import losses
 
-try:
-    from shiftkit import advantages as A
-except ImportError:  # before the losses/advantages split
-    A = losses
+from shiftkit import advantages as A
 from shiftkit.sampling import encode_completions, encode_prompts, forward_logits, score, token_logprobs
 
 B, T, H, V, CH = 3, 5, 16, 50, 4  # N = 15 positions in chunks of 4: chunks cross row boundaries
@@ -51,7 +48,7 @@ def _close(a, b, tol=1e-6):
 def test_gather_and_token_logprobs_match_unchunked_with_grads(bias):
     head = _head(0, TEMP, bias)
     ids_BTK = torch.randint(0, V, (B, T, 3))
-    ref = losses.gather_logprobs(_logits(head), ids_BTK)
+    ref = LP.logprobs_from_logits(_logits(head), ids_BTK)
     out = LP.gather_logprobs(head, ids_BTK, chunk=CH)
     _close(out, ref)
     for a, b in zip(_grads(out, head), _grads(ref, head)):
@@ -68,7 +65,7 @@ def test_gather_and_token_logprobs_match_unchunked_with_grads(bias):
 
 def test_topk_entropy_jsd_overlap_match_unchunked():
     s, t = _head(0, TEMP), _head(1)
-    ids_ref, lp_ref = A.student_topk(_logits(s), 4)
+    ids_ref, lp_ref = LP.topk_from_logits(_logits(s), 4)
     ids, lp = LP.student_topk(s, 4, chunk=CH)
     assert torch.equal(ids, ids_ref)
     _close(lp, lp_ref)
@@ -96,7 +93,7 @@ def test_hand_computed_values():
     # loss is -sum_v sg[p Delta] (one valid token, token mean)
     t = LP.Head(torch.tensor([[[1.0, 0.0]]]), torch.eye(2))
     r = LP.Head(torch.tensor([[[0.0, 1.0]]]), torch.eye(2))  # log pt - log pr = [+1, -1]
-    loss, st = LP.direct_opd_full_vocab_loss(head, t, r, torch.ones(1, 1))
+    loss, st = losses.direct_opd_full_vocab_loss(head, t, r, torch.ones(1, 1))
     assert abs(float(st["reward"]) - (-0.5)) < 1e-6 and abs(float(loss) - 0.5) < 1e-6
     assert float(st["delta_sum"]) == pytest.approx(0.0, abs=1e-6) and float(st["delta_pos"]) == 1.0
 
@@ -128,7 +125,7 @@ def test_full_vocab_loss_matches_unchunked_with_grads(case):
     mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 0, 0, 0, 0]])
     keep = torch.tensor([[1, 0, 1, 1, 0], [0, 1, 1, 0, 1], [1, 1, 1, 1, 1]]) if case.pop("keep", False) else None
     loss_ref, adv_ref, delta_ref = _full_vocab_ref(s, t, r, mask, old, keep, **case)
-    loss, st = LP.direct_opd_full_vocab_loss(s, t, r, mask, old=old, keep_BT=keep, chunk=CH, **case)
+    loss, st = losses.direct_opd_full_vocab_loss(s, t, r, mask, old=old, keep_BT=keep, chunk=CH, **case)
     _close(loss, loss_ref)
     gs = torch.autograd.grad(loss, [s.hidden_BTH, s.weight_VH])
     gr = torch.autograd.grad(loss_ref, [s.hidden_BTH, s.weight_VH])
@@ -147,13 +144,13 @@ def test_degenerate_empty_and_fully_masked():
     ids, lp = LP.student_topk(e, 4)
     assert ids.shape == lp.shape == (2, 0, 4)
     assert LP.entropy(e).shape == (2, 0)
-    loss, st = LP.direct_opd_full_vocab_loss(e, e.detach(), e.detach(), torch.zeros(2, 0))
+    loss, st = losses.direct_opd_full_vocab_loss(e, e.detach(), e.detach(), torch.zeros(2, 0))
     loss.backward()
     assert float(loss.detach()) == 0.0 and st["reward"].shape == (2, 0) and float(e.weight_VH.grad.abs().sum()) == 0.0
     # fully masked: loss 0, gradients exactly 0 and finite
     s, t, r = _head(0), _head(1, grad=False), _head(2, grad=False)
     for agg in losses.AGGREGATIONS:
-        loss, st = LP.direct_opd_full_vocab_loss(s, t, r, torch.zeros(B, T), aggregation=agg, chunk=CH)
+        loss, st = losses.direct_opd_full_vocab_loss(s, t, r, torch.zeros(B, T), aggregation=agg, chunk=CH)
         g = torch.autograd.grad(loss, [s.hidden_BTH, s.weight_VH])
         assert float(loss.detach()) == 0.0 and all(float(x.abs().sum()) == 0.0 for x in g)
         assert float(st["reward"].detach().abs().sum()) == 0.0
@@ -187,7 +184,7 @@ def test_no_full_logits_in_forward_or_backward():
         return x
 
     for run in (lambda: LP.gather_logprobs(s, torch.randint(0, V, (b, t, 2)), chunk=CH).sum(),
-                lambda: LP.direct_opd_full_vocab_loss(s, te, r, mask, chunk=CH)[0]):
+                lambda: losses.direct_opd_full_vocab_loss(s, te, r, mask, chunk=CH)[0]):
         saved.clear()
         with _LargestTensor() as mode:
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):  # what the forward keeps
@@ -196,7 +193,7 @@ def test_no_full_logits_in_forward_or_backward():
         assert mode.largest <= max(CH * V, V * H), mode.largest
         assert sum(saved) < CH * V, saved
     with _LargestTensor() as mode:  # the check does see a full-logits computation
-        losses.gather_logprobs(LP.logits_of(s), torch.zeros(b * t, 1, dtype=torch.long)).sum().backward()
+        LP.logprobs_from_logits(LP.logits_of(s), torch.zeros(b * t, 1, dtype=torch.long)).sum().backward()
     assert mode.largest >= b * t * V
 
 
@@ -207,7 +204,7 @@ def test_model_forward_matches_forward_logits_and_score(pico, tok):
     args = (p_ids, p_mask, c_ids, c_mask)
     head = LP.model_head(pico, *args, temperature=TEMP)
     logits = forward_logits(pico, *args) / TEMP
-    ref = losses.gather_logprobs(logits, c_ids.unsqueeze(-1)).squeeze(-1)
+    ref = LP.logprobs_from_logits(logits, c_ids.unsqueeze(-1)).squeeze(-1)
     out = LP.token_logprobs(head, c_ids, chunk=3)
     _close(out, ref)
     # gradient w.r.t. every model parameter: chunked head == full logits
@@ -221,12 +218,10 @@ def test_model_forward_matches_forward_logits_and_score(pico, tok):
 def test_bf16_autocast_chunked_matches_autocast_logits(pico, tok):
     """Under bf16 autocast the chunked head runs the same bf16 matmul (values identical); its
     backward runs the head's linear in fp32, so gradients agree to bf16 rounding (< 2% of the max)."""
-    from shiftkit.microbatch import autocast
-
     p_ids, p_mask = encode_prompts(tok, ["1+1=", "22*3="])
     c_ids, c_mask = encode_completions(tok, ["2", "66 ok"])
     args = (p_ids, p_mask, c_ids, c_mask)
-    with autocast("cpu", "bf16"):
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # as accelerate's mixed precision wraps a trainer's loss
         out = LP.token_logprobs(LP.model_head(pico, *args, temperature=TEMP), c_ids, chunk=3)
         ref = token_logprobs(forward_logits(pico, *args), c_ids, TEMP)
     assert torch.equal(out, ref)

@@ -10,10 +10,11 @@ import torch
 from safetensors.torch import load_file
 
 from shiftkit import loopkit as kit
+from shiftkit import logprobs
 from shiftkit import microbatch as MB
 from shiftkit.dist import Dist
 from shiftkit.errors import ShiftkitError
-from shiftkit.models import save_model
+from shiftkit.models import prepare_policy, save_model
 from shiftkit.rl import GRPOConfig, run_grpo
 from shiftkit.sampling import score
 from shiftkit.sft import SFTConfig, run_sft
@@ -93,7 +94,7 @@ def test_score_mb_equals_score_and_rollout_rows_do_not_change_tokens(pico, tok):
     mbs = MB.micro_batches(a.prompt_mask_BP, a.completion_mask_BT, 30)
     assert len(mbs) > 2
     ref = score(pico, *args, temperature=0.9)
-    assert torch.allclose(kit.score_mb(pico, *args, mbs, temperature=0.9, chunk=5), ref, atol=1e-5)
+    assert torch.allclose(logprobs.score_mb(pico, *args, mbs, temperature=0.9, chunk=5), ref, atol=1e-5)
 
 
 def test_lora_grpo_trains_only_adapters_and_exports_a_merged_model(pico_dir, tmp_path, length_reward):
@@ -118,7 +119,7 @@ def test_lora_checkpoint_round_trip(pico, tok, tmp_path):
     from shiftkit.runs import RunDir
 
     cfg = MB.MemoryConfig(lora_r=2)
-    m = kit.prepare_policy(pico, cfg)
+    m = prepare_policy(pico, cfg)
     opt = kit.make_optimizer(m, 1e-2, 0.0)
     x = torch.tensor([[3, 4, 5, 6]])
     m(input_ids=x, labels=x).loss.backward()
@@ -127,7 +128,7 @@ def test_lora_checkpoint_round_trip(pico, tok, tmp_path):
     run.save_checkpoint(1, m, tok, opt)
     from shiftkit.models import TinyModelSpec, make_tiny_model
 
-    fresh = kit.prepare_policy(make_tiny_model(TinyModelSpec(hidden_size=32, num_hidden_layers=2, intermediate_size=64,
+    fresh = prepare_policy(make_tiny_model(TinyModelSpec(hidden_size=32, num_hidden_layers=2, intermediate_size=64,
                                                              num_attention_heads=4, num_key_value_heads=2, head_dim=8),
                                                vocab_size=len(tok), seed=0), cfg)
     opt2 = kit.make_optimizer(fresh, 1e-2, 0.0)

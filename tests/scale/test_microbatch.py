@@ -8,7 +8,7 @@ import torch
 
 from shiftkit import losses
 from shiftkit import microbatch as MB
-from shiftkit.sampling import encode_completions, encode_prompts, forward_logits, token_logprobs
+from shiftkit.sampling import encode_completions, encode_prompts, forward_completion, forward_logits, token_logprobs
 
 PROMPTS = ["1+1=", "23*4=", "7=", "100-58=", "9*9=", "3+"]
 COMPS = ["2", "92 is it", "", "42 yes and more", "81", "4x"]
@@ -76,9 +76,9 @@ def test_micro_batched_step_equals_full_batch_step(pico, batch, agg, optim):
         if micro:
             mbs = MB.micro_batches(p_mask, c_mask, token_budget=24)
             assert len(mbs) >= 3
-            MB.accumulate(model, mbs, lambda mb: _loss(model, mb.prompt(p_ids), mb.prompt(p_mask),
-                                                       mb.completion(c_ids), mb.completion(c_mask),
-                                                       mb.completion(adv), mb.completion(old), agg, n_tok, n_seq))
+            for mb in MB.accumulating(model, mbs):
+                (_loss(model, mb.prompt(p_ids), mb.prompt(p_mask), mb.completion(c_ids), mb.completion(c_mask),
+                       mb.completion(adv), mb.completion(old), agg, n_tok, n_seq) * mb.scale).backward()
         else:
             _loss(model, p_ids, p_mask, c_ids, c_mask, adv, old, agg, n_tok, n_seq).backward()
         grads = [p.grad.clone() for p in model.parameters()]
@@ -115,10 +115,9 @@ def test_bf16_autocast_on_cpu_keeps_fp32_master(pico, batch):
     p_ids, p_mask, c_ids, c_mask, adv = batch
     model = copy.deepcopy(pico).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    ids = torch.cat([p_ids, c_ids], 1)
-    with MB.autocast("cpu", "bf16"):
-        raw = model(input_ids=ids, attention_mask=torch.cat([p_mask, c_mask], 1)).logits
-        lp = _logp(model, p_ids, p_mask, c_ids, c_mask)
+    # the loops' path: the training forward under autocast (``autocast=bfloat16`` -> ``dtype``), fp32 weights
+    raw = forward_completion(model, p_ids, p_mask, c_ids, c_mask, dtype="bfloat16").logits
+    lp = token_logprobs(forward_logits(model, p_ids, p_mask, c_ids, c_mask, dtype="bfloat16"), c_ids)
     assert raw.dtype == torch.bfloat16  # the matmuls really ran in bf16
     loss = losses.policy_loss(lp, lp.detach(), adv, c_mask)[0]
     loss.backward()
@@ -129,7 +128,6 @@ def test_bf16_autocast_on_cpu_keeps_fp32_master(pico, batch):
         lp32 = _logp(pico, p_ids, p_mask, c_ids, c_mask)
     m = c_mask.bool()
     assert 0 < float((lp.detach() - lp32)[m].abs().max()) < 0.1  # bf16 rounding, not a different model
-    with MB.autocast("cpu", "float32"):
-        assert model(input_ids=ids).logits.dtype == torch.float32
+    assert forward_completion(model, p_ids, p_mask, c_ids, c_mask, dtype="float32").logits.dtype == torch.float32
     with pytest.raises(Exception, match="float32"):
         MB.check_fp32_master(copy.deepcopy(pico).to(torch.bfloat16))

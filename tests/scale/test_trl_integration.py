@@ -11,8 +11,10 @@ import torch
 trl = pytest.importorskip("trl")
 datasets = pytest.importorskip("datasets")
 
+from oracles import direct_opd, opd_candidates  # noqa: E402
 from shiftkit import advantages as A  # noqa: E402
 from shiftkit import losses  # noqa: E402
+from shiftkit.logprobs import logprobs_from_logits  # noqa: E402
 from shiftkit.errors import ShiftkitError  # noqa: E402
 from shiftkit.models import make_tiny_model  # noqa: E402
 from shiftkit.sampling import forward_logits, score, token_logprobs  # noqa: E402
@@ -51,19 +53,19 @@ def _native(student, teacher, ref, anchor, inputs, o, alpha0):
     direct = o["method"] == "direct_opd"
     s_logits = forward_logits(student, *args) / TEMP
     s_det = s_logits.detach()
-    ids = A.opd_candidates(o["reward_mode"] if direct else "sampled", s_det, comp, o.get("top_k", 16))
+    ids = opd_candidates(o["reward_mode"] if direct else "sampled", s_det, comp, o.get("top_k", 16))
     with torch.no_grad():
         t_logits = forward_logits(teacher, *args, dtype="float32")
         r_logits = forward_logits(ref, *args, dtype="float32") if direct else None
         anchor_lp = score(anchor, *args, dtype="float32", temperature=TEMP)
     if direct:
-        adv, _, _ = A.direct_opd(s_det, t_logits, r_logits, ids, mask, mode=o["reward_mode"],
+        adv, _, _ = direct_opd(s_det, t_logits, r_logits, ids, mask, mode=o["reward_mode"],
                                  top_q=o.get("top_q", 1.0))
     else:
-        adv = A.vanilla_opd_advantage(losses.gather_logprobs(s_det, ids), losses.gather_logprobs(t_logits, ids))
-    wr = float(A.weighted_reward_mean(adv, mask) * mask.sum() / n_tok)
+        adv = A.vanilla_opd_advantage(logprobs_from_logits(s_det, ids), logprobs_from_logits(t_logits, ids))
+    wr = float((adv.sum(-1) * mask).sum() / n_tok)  # the token-mean of sum_k adv_k (the adaptive-KL signal)
     alpha = A.adaptive_kl_coef(alpha0, wr, 0.01, 0.5, 2.5)
-    lp_BTK, lp_BT = losses.gather_logprobs(s_logits, ids), token_logprobs(s_logits, comp)
+    lp_BTK, lp_BT = logprobs_from_logits(s_logits, ids), token_logprobs(s_logits, comp)
     agg = o.get("aggregation", "token_mean")
     loss = losses.candidate_policy_loss(lp_BTK, lp_BTK.detach(), adv, mask, aggregation=agg, num_tokens=n_tok,
                                         num_seqs=n_seq)[0]
@@ -158,18 +160,18 @@ def test_off_policy_reuse_matches_native_clipped_update(tok, tmp_path):
     n_tok, n_seq = mask.sum(), comp.shape[0]
     with torch.no_grad():
         s_det = forward_logits(student, *args4) / TEMP
-        ids = A.opd_candidates("student_topk", s_det, comp, 4)
-        adv, _, _ = A.direct_opd(s_det, forward_logits(un(tr.opd_teacher), *args4),
+        ids = opd_candidates("student_topk", s_det, comp, 4)
+        adv, _, _ = direct_opd(s_det, forward_logits(un(tr.opd_teacher), *args4),
                                  forward_logits(un(tr.opd_ref), *args4), ids, mask, mode="student_topk")
         anchor_lp = score(un(tr.opd_anchor), *args4, temperature=TEMP)
-        old_lp = losses.gather_logprobs(s_det, ids)
+        old_lp = logprobs_from_logits(s_det, ids)
         for p in student.parameters():  # "the update": the policy moves before the batch is reused
             p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
     loss = tr.compute_loss(tr.model, inputs)
     g_trl = torch.autograd.grad(loss, list(student.parameters()))
-    alpha = A.adaptive_kl_coef(1.0, float(A.weighted_reward_mean(adv, mask)), 0.01, 0.5, 2.5)
+    alpha = A.adaptive_kl_coef(1.0, float((adv.sum(-1) * mask).sum() / n_tok), 0.01, 0.5, 2.5)
     logits = forward_logits(student, *args4) / TEMP
-    lp_BTK = losses.gather_logprobs(logits, ids)
+    lp_BTK = logprobs_from_logits(logits, ids)
     ref_loss, pm = losses.candidate_policy_loss(lp_BTK, old_lp, adv, mask, clip_low=0.2, clip_high=0.2,
                                                 num_tokens=n_tok, num_seqs=n_seq)
     ref_loss = ref_loss + losses.kl_penalty(token_logprobs(logits, comp), anchor_lp, mask, alpha, "token_mean",
