@@ -62,3 +62,14 @@ def test_auto_solver_edit_is_within_the_bound_of_the_exact_edit(kind):
     assert r.stats["solver"] == "randomized"
     if kind == "flat":
         assert la.rel_err(r.B_mq @ r.A_qn, ref) > 10 * la.AUTO_MAX_ERR
+
+
+def test_a_sketch_that_missed_the_top_direction_is_flagged():
+    """Ritz pairs can be exact singular pairs (zero residual) and still not the top ones: the sketch below
+    spans e_2..e_11 of diag(10, 1, 0.99, ...), missing the 10. Only the complement's norm reveals it."""
+    A = torch.diag(torch.tensor([10.0] + [1.0 - 0.01 * i for i in range(49)]))
+    Q = torch.eye(50)[:, 1:11]
+    S = torch.diagonal(A)[1:11]
+    assert la.rr_error_estimate(A, Q, S, Q, Q, Q, ks=[3]) == [float("inf")]
+    B = torch.diag(torch.tensor([0.5] + [1.0 - 0.01 * i for i in range(49)]))  # the same sketch, nothing missed
+    assert la.rr_error_estimate(B, Q, torch.diagonal(B)[1:11], Q, Q, Q, ks=[3])[0] < 1e-6
