@@ -309,9 +309,10 @@ def main():
     work = Path(args.workdir or tempfile.mkdtemp(prefix="sar_bench_"))
     work.mkdir(parents=True, exist_ok=True)
     loads = [load_avg()]
+    prov = provenance()  # the tree as the run starts (commits made while it runs are not what ran)
     res: dict = {"what": "SAR extract (delta rank 1% of min(m, n), full base rank, full mask) at equal fidelity: "
                          "CPU seconds per matrix, shiftkit default (solver=auto) vs the official two-SVD algorithm",
-                 **provenance(),
+                 **prov,
                  "peer": {"name": "official SAR algorithm (zzlsms/RL-Rewiring scripts/svd_rewire_parallel.py), as "
                                   "transcribed in shiftkit/sar/reference.py", "version": "7a426a4"},
                  "bound": "relative difference of the timed edit from the exact (official) edit <= 1e-3",
@@ -339,7 +340,7 @@ def main():
         if not res["deltas"]:
             if args.merge:
                 atomic_write_json(Path(args.out).parent / "sar_merge_bench.json",
-                                  {**provenance(), **merge_bench(work, args.threads, args.merge_repeats),
+                                  {**prov, **merge_bench(work, args.threads, args.merge_repeats),
                                    "load_avg": [loads[0], load_avg()]})
             return
         allrows = [r for v in res["deltas"].values() for r in v["per_matrix"].values()]
@@ -361,7 +362,7 @@ def main():
         if args.merge:
             m = merge_bench(work, args.threads, args.merge_repeats)
             loads.append(load_avg())
-            mres = {**provenance(), **m, "load_avg": loads[-2:]}
+            mres = {**prov, **m, "load_avg": loads[-2:]}
             atomic_write_json(Path(args.out).parent / "sar_merge_bench.json", mres)
             print(json.dumps({k: mres[k] for k in ("ratio", "ours_s", "mergekit_s", "max_abs_diff")}, indent=1))
         res["load_avg"] = loads
