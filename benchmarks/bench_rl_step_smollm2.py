@@ -18,8 +18,9 @@ The floor of each phase, from the work that phase did in that step, is ``max(byt
 FLOPs / matmul peak)``, both measured in the same run before each repeat (one thread; copy bandwidth counts
 bytes read + written, STREAM's way; the peak is a 1024^3 fp32 matmul):
 
-* generation: every decode step reads the weights once (``W`` bytes; a lower bound on the steps is the mean
-  completion length), and the decode does ``2 N`` FLOPs per generated token (``N`` parameters);
+* generation: the prompt's forward and every decode step read the weights once (``W`` bytes; a lower bound on
+  the decode steps is the mean completion length), and the prompt's and generated tokens cost ``2 N`` FLOPs
+  each (``N`` parameters);
 * update: forward + backward + AdamW read the weights 2x, write the gradients, and AdamW reads parameters,
   gradients and both moments and writes three: ``10 W`` bytes; ``6 N`` FLOPs per token of prompt + completion;
 * scoring: nothing at these settings (no old or reference log-probs are needed): 0.
@@ -43,7 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchmarks.common import copy_bandwidth, load_avg, provenance, single_thread, spread  # noqa: E402
+from benchmarks.common import copy_bandwidth, load_avg, provenance, single_thread, spread, trl_phase_timer  # noqa: E402
 
 PHASES = ("generation", "scoring", "update", "other", "step")
 LR = 1e-6
@@ -77,7 +78,6 @@ def shiftkit_steps(model: str, steps: int, prompts: int, gens: int, max_new: int
 
 def trl_steps(model: str, steps: int, prompts: int, gens: int, max_new: int, seed: int) -> list[dict]:
     import torch
-    import transformers
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
@@ -88,30 +88,12 @@ def trl_steps(model: str, steps: int, prompts: int, gens: int, max_new: int, see
     ds = Dataset.from_list([{"prompt": [{"role": "user", "content": r["question"]}], "answer": r["answer"]}
                             for r in problems(64)])
     rows: list[dict] = []
-    acc = {"gen": 0.0, "gen_score": 0.0}
-    box: list = []
 
-    def timed(fn, key):
-        def wrapper(*a, **kw):
-            s = time.perf_counter()
-            try:
-                return fn(*a, **kw)
-            finally:
-                acc[key] += time.perf_counter() - s
-        return wrapper
+    def row(step, gen, gen_score, tr):
+        return {"generation": gen, "scoring": gen_score - gen, "update": step - gen_score, "other": 0.0, "step": step,
+                "mean_len": tr._metrics["train"]["completions/mean_length"][-1], "rows": prompts * gens}
 
-    class Timer(transformers.TrainerCallback):
-        def on_step_begin(self, args, state, control, **kw):
-            acc["gen"] = acc["gen_score"] = 0.0
-            self.t0 = time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kw):
-            step = time.perf_counter() - self.t0
-            mean_len = box[0]._metrics["train"]["completions/mean_length"][-1]
-            rows.append({"generation": acc["gen"], "scoring": acc["gen_score"] - acc["gen"],
-                         "update": step - acc["gen_score"], "other": 0.0, "step": step, "mean_len": mean_len,
-                         "rows": prompts * gens})
-
+    attach, timer = trl_phase_timer(rows, row)
     with tempfile.TemporaryDirectory() as d:
         cfg = GRPOConfig(output_dir=d, use_cpu=True, per_device_train_batch_size=prompts * gens, num_generations=gens,
                          max_completion_length=max_new, temperature=1.0, top_p=1.0, learning_rate=LR, beta=0.0,
@@ -119,10 +101,8 @@ def trl_steps(model: str, steps: int, prompts: int, gens: int, max_new: int, see
                          max_steps=steps, logging_steps=10**6, save_strategy="no", report_to=[], seed=seed,
                          disable_tqdm=True, dataloader_num_workers=0, bf16=False, gradient_checkpointing=False)
         tr = GRPOTrainer(model=m, reward_funcs=[parity_reward], args=cfg, train_dataset=ds, processing_class=tok,
-                         callbacks=[Timer()])
-        box.append(tr)
-        tr._generate = timed(tr._generate, "gen")
-        tr._generate_and_score_completions = timed(tr._generate_and_score_completions, "gen_score")
+                         callbacks=[timer])
+        attach(tr)
         torch.set_num_threads(1)
         tr.train()
     return rows
@@ -142,13 +122,13 @@ def matmul_peak(n: int = 1024, repeats: int = 3) -> float:
 
 
 def floors(r: dict, N: int, W: int, prompt_len: float, bw: float, peak: float) -> dict:
-    gen_tokens = r["rows"] * r["mean_len"]
-    upd_tokens = r["rows"] * (prompt_len + r["mean_len"])
-    gen = max(r["mean_len"] * W / bw, 2 * N * gen_tokens / peak)
-    upd = max(10 * W / bw, 6 * N * upd_tokens / peak)
+    tokens = r["rows"] * (prompt_len + r["mean_len"])  # the prompt's forward and every generated token
+    gen_mem, gen_flop = (1 + r["mean_len"]) * W / bw, 2 * N * tokens / peak
+    upd_mem, upd_flop = 10 * W / bw, 6 * N * tokens / peak
+    gen, upd = max(gen_mem, gen_flop), max(upd_mem, upd_flop)
     return {"generation": gen, "scoring": 0.0, "update": upd, "other": 0.0, "step": gen + upd,
-            "generation_bound": "memory" if r["mean_len"] * W / bw >= 2 * N * gen_tokens / peak else "compute",
-            "update_bound": "memory" if 10 * W / bw >= 6 * N * upd_tokens / peak else "compute"}
+            "generation_bound": "memory" if gen_mem >= gen_flop else "compute",
+            "update_bound": "memory" if upd_mem >= upd_flop else "compute"}
 
 
 def main() -> None:
@@ -220,7 +200,7 @@ def main() -> None:
                        "dtype": "fp32", "threads": 1, "OMP_WAIT_POLICY": "PASSIVE",
                        "mean_prompt_tokens": prompt_len},
            "floor_method": "per phase max(bytes / copy bandwidth, FLOPs / matmul peak), measured before each repeat; "
-                           "generation: mean-length decode steps x W bytes, 2N FLOPs per generated token; update: "
+                           "generation: (1 + mean length) x W bytes, 2N FLOPs per prompt+generated token; update: "
                            "10 W bytes, 6N FLOPs per prompt+completion token; scoring: 0",
            "machine_limits": {k: spread([x[k] for x in machine]) for k in machine[0]},
            "sides": {k: summary(v) for k, v in got.items()},

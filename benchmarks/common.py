@@ -88,3 +88,39 @@ def copy_bandwidth(nbytes: int = 512 * 2**20, repeats: int = 5) -> float:
         dst.copy_(src)
         best = min(best, time.perf_counter() - t0)
     return 2 * nbytes / best
+
+
+def trl_phase_timer(rows: list[dict], make_row):
+    """Time a TRL GRPO-style trainer's phases on the instance: ``(attach, callback)``.
+
+    ``attach(trainer)`` wraps the instance's ``_generate`` (generation) and ``_generate_and_score_completions``
+    (generation + scoring); ``callback`` (a ``TrainerCallback``) times each step and appends
+    ``make_row(step_s, generation_s, generate_and_score_s, trainer)`` to ``rows``."""
+    import transformers
+
+    acc = {"gen": 0.0, "gen_score": 0.0}
+    box: list = []
+
+    def timed(fn, key):
+        def wrapper(*a, **kw):
+            s = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                acc[key] += time.perf_counter() - s
+        return wrapper
+
+    def attach(tr) -> None:
+        box.append(tr)
+        tr._generate = timed(tr._generate, "gen")
+        tr._generate_and_score_completions = timed(tr._generate_and_score_completions, "gen_score")
+
+    class Timer(transformers.TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            acc["gen"] = acc["gen_score"] = 0.0
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            rows.append(make_row(time.perf_counter() - self.t0, acc["gen"], acc["gen_score"], box[0]))
+
+    return attach, Timer()
