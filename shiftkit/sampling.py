@@ -338,20 +338,23 @@ class _GenericDecoder:
 def choose_decoder(model, decode: str = "auto") -> tuple[str, str, bool]:
     """``(decoder, why, pack)`` for ``sample(decode=...)``: ``fused`` where :func:`fused_unsupported` finds
     nothing against it, else ``generic`` with the reason (``decode=fused`` on such a model is an error);
-    ``pack``: MKL-packed weights (fp32 weights on CPU with MKL, no autocast)."""
+    ``pack``: MKL-packed weights (fp32 weights on CPU with MKL, at most :data:`PACK_MAX_BYTES`). Under autocast
+    the generic decoder runs (the model's own casts)."""
     if decode not in DECODERS:
         raise ShiftkitError(f"decode={decode!r}: use one of {', '.join(DECODERS)}")
     if decode == "generic":
         return "generic", "", False
     why = fused_unsupported(model)
+    p = next(model.parameters())
+    if why is None and torch.is_autocast_enabled(p.device.type):
+        why = f"autocast is on for {p.device.type} (the fused step does not mirror the model's mixed-precision casts)"
     if why is not None:
         if decode == "fused":
             raise ShiftkitError(f"decode=fused: {why}; use decode=auto (falls back to the generic decoder) or generic")
         return "generic", why, False
-    p = next(model.parameters())
     nbytes = sum(q.numel() * q.element_size() for q in model.parameters())
-    pack = (p.device.type == "cpu" and p.dtype == torch.float32 and not torch.is_autocast_enabled("cpu")
-            and nbytes <= PACK_MAX_BYTES and _mkl_packing_available())
+    pack = (p.device.type == "cpu" and p.dtype == torch.float32 and nbytes <= PACK_MAX_BYTES
+            and _mkl_packing_available())
     return "fused", "", pack
 
 

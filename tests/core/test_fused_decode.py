@@ -114,6 +114,16 @@ def test_lora_wrapped_model_takes_the_generic_path(tok):
     assert "not nn.Linear" in sample(base, tok, PROMPTS[:2], max_new_tokens=4, greedy=True).info["why"]
 
 
+def test_under_autocast_the_generic_decoder_runs_and_says_why(tok):
+    m = eos_heavy("qwen3", tok, seed=5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        r = sample(m, tok, PROMPTS[:2], max_new_tokens=4, greedy=True)
+        with pytest.raises(ShiftkitError, match="decode=fused: autocast is on"):
+            sample(m, tok, PROMPTS[:2], max_new_tokens=4, greedy=True, decode="fused")
+    assert r.info["decoder"] == "generic" and "autocast" in r.info["why"]
+    assert sample(m, tok, PROMPTS[:2], max_new_tokens=4, greedy=True).info["decoder"] == "fused"
+
+
 @pytest.mark.gpu
 def test_fused_decode_on_cuda_gives_the_generic_samplers_tokens(tok):
     m = eos_heavy("qwen3", tok).cuda()
