@@ -82,3 +82,11 @@ def test_the_check_catches_a_file_without_provenance():
     assert missing({**good, "peer": None}) == {"peer_note"}
     assert missing({**good, "peer": None, "peer_note": "no peer: an experiment"}) == set()
     assert missing({k: v for k, v in good.items() if k not in ("sides", "load_avg")}) == {"min/median/max", "load_avg"}
+
+
+def test_the_sar_speedup_is_at_equal_fidelity():
+    """sar_bench.json's ratio counts only if every timed edit is within the bound of the exact one."""
+    d = json.loads((RESULTS / "sar_bench.json").read_text())
+    rows = [r for v in d["deltas"].values() for r in v["per_matrix"].values()]
+    assert rows and d["edit_rel_diff_max"] == max(r["default_rel_diff"] for r in rows)
+    assert d["edit_rel_diff_max"] <= 1e-3 and "1e-3" in d["bound"]
