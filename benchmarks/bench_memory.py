@@ -29,7 +29,8 @@ and reported as not fitting (the machine has 24 GB, shared).
     PYTHONPATH=. python benchmarks/bench_memory.py --model /tmp/smollm2 --baseline-src /tmp/base6336 \\
         --threads 2 --out benchmarks/results/scale.json
 
-Results: ``benchmarks/results/scale.json`` (sections ``peer`` and ``scale``, with "matched").
+Results: ``benchmarks/results/scale.json`` (sections ``peer_comparison`` and ``scale``, with "matched"; ``peer``,
+``ratio`` (peak memory, TRL / shiftkit), ``command`` and ``commit`` at the top).
 """
 
 from __future__ import annotations
@@ -357,15 +358,35 @@ def main() -> None:
     res = json.loads(out_path.read_text()) if out_path.exists() else {}
     import platform
 
-    res["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(), "loadavg_start": os.getloadavg()}
-    res["command"] = " ".join(sys.argv)
-    for s in a.sections.split(","):
-        res[s] = {"peer": section_peer, "scale": section_scale}[s](a)
-        res["machine"]["loadavg_end"] = os.getloadavg()
-        from shiftkit.io import atomic_write_json
+    sys.path.insert(0, str(HERE.parent))
+    from benchmarks.common import provenance, spread
+    from shiftkit.io import atomic_write_json
 
+    res["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(), "loadavg_start": os.getloadavg()}
+    res.update({k: v for k, v in provenance().items() if k in ("command", "commit")})
+    res.pop("commit_note", None)
+    for s in a.sections.split(","):
+        key = "peer_comparison" if s == "peer" else s
+        res[key] = {"peer": section_peer, "scale": section_scale}[s](a)
+        res["machine"]["loadavg_end"] = os.getloadavg()
+        res["load_avg"] = [res["machine"]["loadavg_start"], res["machine"]["loadavg_end"]]
+        if s == "peer":  # the peer, the memory ratio (TRL peak / shiftkit peak) and the step-time spread
+            import trl
+
+            pc = res[key]
+            rows = {(r["side"], r["grad_checkpointing"]): r for r in pc["rows"]}
+            res["peer"] = {"name": "trl.GRPOTrainer", "version": trl.__version__}
+            res.pop("peer_note", None)
+            res["matched"] = pc["matched"]
+            if ("trl", False) in rows and ("shiftkit", False) in rows:
+                res["ratio"] = rows[("trl", False)]["peak_rss_mb"] / rows[("shiftkit", False)]["peak_rss_mb"]
+                res["ratio_note"] = ("peak memory (VmHWM) of one GRPO step without activation checkpointing: TRL / "
+                                     "shiftkit (> 1: shiftkit uses less); step times here are not a speed comparison")
+            res["step_seconds"] = {f"{sd}_gc={g}": spread(r["step_seconds"]) for (sd, g), r in rows.items()}
         atomic_write_json(out_path, res)
-    print(json.dumps({s: res[s].get("ratios") or res[s].get("summary") for s in a.sections.split(",")}, indent=1))
+    print(json.dumps({s: res["peer_comparison" if s == "peer" else s].get("ratios")
+                      or res["peer_comparison" if s == "peer" else s].get("summary") for s in a.sections.split(",")},
+                     indent=1))
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.common import trl_phase_timer  # noqa: E402
 from shiftkit.io import atomic_write_json, read_jsonl  # noqa: E402
 from shiftkit.models import WEAK_SPEC, load_model_and_tokenizer, make_char_tokenizer, make_tiny_model, save_model  # noqa: E402
 from shiftkit.tasks import Mixture  # noqa: E402
@@ -76,7 +77,6 @@ def shiftkit_steps(model_dir: str, steps: int, prompts: int, gens: int, max_new:
 
 def trl_steps(model_dir: str, steps: int, prompts: int, gens: int, max_new: int, seed: int, threads: int,
               defaults: bool) -> list[dict]:
-    import transformers
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
@@ -91,29 +91,13 @@ def trl_steps(model_dir: str, steps: int, prompts: int, gens: int, max_new: int,
         return [mix.reward(by_prompt[p], c) for p, c in zip(prompts, completions)]
 
     rows: list[dict] = []
-    acc = {"gen": 0.0, "gen_score": 0.0}
-    trainer_box: list = []
 
-    def timed(fn, key):
-        def wrapper(*a, **kw):
-            s = time.perf_counter()
-            try:
-                return fn(*a, **kw)
-            finally:
-                acc[key] += time.perf_counter() - s
-        return wrapper
+    def row(step, gen, gen_score, tr):
+        mean_len = tr._metrics["train"]["completions/mean_length"][-1]
+        return {"generation": gen, "scoring": gen_score - gen, "update": step - gen_score, "step": step,
+                "completion_tokens": mean_len * prompts * gens, "threads": torch.get_num_threads()}
 
-    class Timer(transformers.TrainerCallback):
-        def on_step_begin(self, args, state, control, **kw):
-            acc["gen"] = acc["gen_score"] = 0.0
-            self.t0 = time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kw):
-            step = time.perf_counter() - self.t0
-            mean_len = trainer_box[0]._metrics["train"]["completions/mean_length"][-1]
-            rows.append({"generation": acc["gen"], "scoring": acc["gen_score"] - acc["gen"],
-                         "update": step - acc["gen_score"], "step": step,
-                         "completion_tokens": mean_len * prompts * gens, "threads": torch.get_num_threads()})
+    attach, timer = trl_phase_timer(rows, row)
 
     knobs = {} if defaults else {"bf16": False, "gradient_checkpointing": False}
     with tempfile.TemporaryDirectory() as d:
@@ -123,10 +107,8 @@ def trl_steps(model_dir: str, steps: int, prompts: int, gens: int, max_new: int,
                          num_iterations=1, max_steps=steps, logging_steps=10**6, save_strategy="no",
                          report_to=[], seed=seed, disable_tqdm=True, dataloader_num_workers=0, **knobs)
         tr = GRPOTrainer(model=model, reward_funcs=reward, args=cfg, train_dataset=ds, processing_class=tok,
-                         callbacks=[Timer()])
-        trainer_box.append(tr)
-        tr._generate = timed(tr._generate, "gen")
-        tr._generate_and_score_completions = timed(tr._generate_and_score_completions, "gen_score")
+                         callbacks=[timer])
+        attach(tr)
         torch.set_num_threads(threads)
         tr.train()
     return rows

@@ -1,48 +1,36 @@
-"""SAR extract on a Qwen3-1.7B-shaped pair, all 28 layers: shiftkit vs shiftkit's transcription of the
-official algorithm, interleaved matrix by matrix in one process.
+"""SAR extract at equal fidelity: shiftkit vs the official two-SVD algorithm, interleaved matrix by matrix.
 
-Synthetic checkpoint pair with Qwen3-1.7B shapes (hidden 2048, intermediate 6144, 16 q / 8 kv heads of 128,
-vocab 151936, tied embeddings), stored in bf16 as RL checkpoints are. ``--delta``:
+A speedup counts only at equal output: every timed shiftkit edit is compared with the exact edit
+(``official_sar_delta``, shiftkit's transcription of the official ``svd_rewire_parallel.py``: two full fp32
+SVDs per matrix), and the bound is **relative difference <= 1e-3** (``shiftkit.sar.linalg.AUTO_MAX_ERR``).
+``edit_rel_diff_max`` is the worst difference over every timed matrix; ``solver=auto`` keeps the randomized
+SVD only where its own error estimate is below the bound and otherwise runs the exact SVD (one SVD, not two:
+the official algorithm's SVD of W0 is not needed for the default full base rank and full mask).
 
-* ``flat`` (default, RL-like): dW = 1e-3 * iid Gaussian (5% of W0's entry scale): a Marchenko-Pastur
-  spectrum with no gap at k, the worst case for the randomized solver (it runs all its iterations, no
-  early stop). Real RL deltas are measured in ``bench_sar_realistic.py``.
-* ``lowrank`` (the earlier benchmark): rank-64 delta with singular values 0.9^i plus 2e-5 noise; the
-  randomized solver stops after 2 iterations there.
+Deltas (``--deltas``):
 
-Timing (``--threads`` threads, default 1, ``OMP_WAIT_POLICY=PASSIVE``): for every one of the 7 x 28 target
-matrices the driver reads W0 and W1 (bf16) once and runs, in alternating order, (a) ``official_sar_delta``
-(shiftkit's transcription of the official ``svd_rewire_parallel.py``: two full fp32 SVDs per matrix) and
-(b) ``sar_edit_matrix`` with the default options (``solver=auto``: randomized for min(m, n) > 256), and on
-every ``--exact-every``-th layer also (c) ``solver=exact``. Per matrix it records CPU seconds
-(``time.process_time``: with one thread, robust to other jobs on a shared machine) and wall seconds, the
-relative difference ||edit - official|| / ||official|| and the energy ratio (kept rank-k energy / optimal
-rank-k energy, the latter from the exact solver where it ran). Load (bf16 read + fp32 cast of both tensors)
-is timed separately and is the same for both sides. The official script also holds both models in fp32
-(2 x 6.8 GB here); this driver streams one matrix at a time instead (not part of the timed work).
-``--layer-range A:B`` times one shard of layers (several shards may run side by side, each one thread);
-``--assemble`` combines shard files; ``--extract-only`` times the whole ``shiftkit sar extract`` process
-(core + edited checkpoint; wall, CPU seconds of the child, peak RSS) and ``--extract-result`` adds it to
-the assembled file. ``--stop-at HH:MM`` stops a shard after its current layer.
+* ``rl``: an RL-shaped spectrum at Qwen3-1.7B shapes (hidden 2048, intermediate 6144, q 2048x2048, k/v
+  1024x2048): singular values i^-0.45 with random singular vectors. 0.45 is the median power-law exponent
+  (over the top 10 k directions) of a real RL delta, SmolLM2-135M-Instruct after 10 GRPO steps (lr 1e-5);
+  that delta keeps 13-68% (median ~30%) of its energy in the top 1% of directions and ~65% in the top 10%, as
+  this synthetic does. fp32 storage (the update's own spectrum, not bf16 rounding noise).
+* ``flat``: iid Gaussian delta at the same shapes (no spectral gap anywhere; the earlier benchmark's default,
+  where the unchecked randomized edit differed from the exact one by 27-63%). fp32 storage.
+* ``--smollm2 BASE TUNED``: a real RL delta, every q/k/v/o/gate/up/down matrix of SmolLM2-135M-Instruct
+  (``BASE`` from ``shiftkit model import-gguf smollm2``; ``TUNED`` after ``shiftkit rl``, see
+  ``benchmarks/README.md``).
 
-The committed ``sar_bench.json`` (all 28 layers; on a 2-core VM shared with four other agents, load
-average 10-15, hence CPU seconds) came from::
+Timing (one thread, ``OMP_WAIT_POLICY=PASSIVE``): per matrix the driver reads W0 and W1 once and runs, in
+alternating order, the official algorithm and ``sar_edit_matrix`` with the default options (``solver=auto``),
+and on every ``--exact-every``-th layer also ``solver=exact``; CPU seconds (``time.process_time``: with one
+thread, robust to other jobs on a shared machine) and wall seconds. ``ratio`` = summed official CPU seconds /
+summed shiftkit CPU seconds on the 1.7B-shaped RL delta; per delta and per matrix in ``deltas``.
 
-    B="--layers 28 --threads 1 --workdir /tmp/h1/sar28 --keep --out /tmp/h1/sar_bench.json"
-    export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
-    for r in 0:4 4:6 6:8 8:10 10:15 15:17 17:19 19:24 24:26 26:28; do   # 10 shards, side by side
-        .venv/bin/python benchmarks/bench_sar.py $B --layer-range $r --skip-extract & done; wait
-    .venv/bin/python benchmarks/bench_sar.py $B --extract-only
-    .venv/bin/python benchmarks/bench_sar.py $B --assemble /tmp/h1/sar_bench.layers*.json \
-        --extract-result /tmp/h1/sar_bench.extract.json --out benchmarks/results/sar_bench.json
+    python benchmarks/bench_sar.py --layers 2 --deltas rl flat \
+        --smollm2 /work/models/smollm2 /tmp/smolrl/run/final --merge
 
-(shards 0:4, 10:15 and 19:24 were started as 0:10, 10:19 and 19:28 and stopped after their last layer
-when the other shards were added; the shard files record the layers each ran). One process for everything:
-
-    OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/bench_sar.py --layers 28 --threads 1
-
-``--merge`` additionally times ``shiftkit sar merge --method ties`` and mergekit's TIES (results in
-``sar_merge_bench.json``).
+``--merge`` also times ``shiftkit.sar.merge.merge_tensor('ties')`` against mergekit's TIES on a 2-layer
+low-rank pair (3 interleaved repeats; ``sar_merge_bench.json``).
 """
 
 from __future__ import annotations
@@ -63,10 +51,14 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import load_avg, provenance, single_thread, spread  # noqa: E402
+from shiftkit.io import atomic_write_json  # noqa: E402
 from shiftkit.sar import linalg as la  # noqa: E402
 from shiftkit.sar.checkpoint import CheckpointReader, ShardedWriter  # noqa: E402
 
-H, I, NQ, NKV, HD, V, L_FULL = 2048, 6144, 16, 8, 128, 151936, 28
+H, I, NQ, NKV, HD, L_FULL = 2048, 6144, 16, 8, 128, 28
+V = 8192  # a small vocabulary: the embedding is no SAR target here, and a 151936-row one costs 1.2 GB per checkpoint
+RL_ALPHA = 0.45  # singular values i^-alpha of the RL-shaped delta (the SmolLM2 GRPO delta's median exponent)
 
 
 def layer_shapes(i: int):
@@ -83,7 +75,9 @@ def plan(layers: int):
         [("model.norm.weight", (H,))]
 
 
-def build_pair(root: Path, layers: int, delta: str, seed: int = 0):
+def build_pair(root: Path, layers: int, delta: str, seed: int = 0, dtype=torch.float32):
+    """A base/tuned pair with Qwen3-1.7B layer shapes; ``delta``: rl (i^-RL_ALPHA spectrum), flat (iid) or
+    lowrank (rank 64, 0.9^i, plus 2e-5 noise)."""
     from transformers import Qwen3Config
 
     cfg = Qwen3Config(vocab_size=V, hidden_size=H, intermediate_size=I, num_hidden_layers=layers,
@@ -91,8 +85,22 @@ def build_pair(root: Path, layers: int, delta: str, seed: int = 0):
                       max_position_embeddings=4096)
     g = torch.Generator().manual_seed(seed)
     entries = plan(layers)
-    wb = ShardedWriter(root / "base", [(n, torch.bfloat16, s) for n, s in entries], 2 << 30)
-    wt = ShardedWriter(root / "tuned", [(n, torch.bfloat16, s) for n, s in entries], 2 << 30)
+    wb = ShardedWriter(root / "base", [(n, dtype, s) for n, s in entries], 2 << 30)
+    wt = ShardedWriter(root / "tuned", [(n, dtype, s) for n, s in entries], 2 << 30)
+    bases: dict = {}  # one orthonormal pair per shape; each matrix permutes and flips its columns
+
+    def orth(shape):
+        if shape not in bases:
+            m, n = shape
+            r = min(m, n)
+            bases[shape] = (torch.linalg.qr(torch.randn(m, r, generator=g))[0],
+                            torch.linalg.qr(torch.randn(n, r, generator=g))[0])
+        U, Vb = bases[shape]
+        r = U.shape[1]
+        pu, pv = torch.randperm(r, generator=g), torch.randperm(r, generator=g)
+        su = torch.randint(0, 2, (r,), generator=g) * 2.0 - 1
+        return U[:, pu] * su, Vb[:, pv]
+
     for name, shape in entries:
         if len(shape) == 1:
             W0 = torch.ones(shape)
@@ -106,10 +114,15 @@ def build_pair(root: Path, layers: int, delta: str, seed: int = 0):
                 U, _ = torch.linalg.qr(torch.randn(m, r, generator=g))
                 Vt, _ = torch.linalg.qr(torch.randn(n, r, generator=g))
                 W1 = W0 + (U * (0.9 ** torch.arange(r))) @ Vt.T + 2e-5 * torch.randn(shape, generator=g)
+            elif "proj" in name and delta == "rl":
+                U, Vb = orth(shape)
+                S = torch.arange(1, U.shape[1] + 1, dtype=torch.float32) ** (-RL_ALPHA)
+                dW = (U * S) @ Vb.T
+                W1 = W0 + dW * (2e-3 * float(W0.norm()) / float(dW.norm()))  # ||dW|| = 2e-3 ||W0||
             elif "proj" in name:  # flat: iid Gaussian delta, no spectral gap anywhere
                 W1 = W0 + 1e-3 * torch.randn(shape, generator=g)
-        wb.write(name, W0.to(torch.bfloat16))
-        wt.write(name, W1.to(torch.bfloat16))
+        wb.write(name, W0.to(dtype))
+        wt.write(name, W1.to(dtype))
     wb.close()
     wt.close()
     for d in ("base", "tuned"):
@@ -119,26 +132,18 @@ def build_pair(root: Path, layers: int, delta: str, seed: int = 0):
 TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-def summarize(xs: list[float]) -> dict:
-    return {"min": min(xs), "median": statistics.median(xs), "max": max(xs), "n": len(xs)}
-
-
-def interleaved(work: Path, layers: range, exact_every: int, stop_at: str, partial: Path) -> dict:
-    """Per-matrix side-by-side timing and fidelity on ``layers`` (see the module docstring); rows are
-    written to ``partial`` after every layer."""
+def interleaved(base: Path, tuned: Path, layers: range, exact_every: int) -> dict:
+    """Per-matrix side-by-side timing and fidelity on ``layers`` of a base/tuned pair."""
     from shiftkit.sar.edit import EditOptions, sar_edit_matrix
     from shiftkit.sar.linalg import RankSpec
     from shiftkit.sar.reference import official_sar_delta
 
-    rb, rt = CheckpointReader(work / "base"), CheckpointReader(work / "tuned")
+    rb, rt = CheckpointReader(base), CheckpointReader(tuned)
     spec = RankSpec("fraction", 0.01)
     variants = {"default": EditOptions(delta_rank=spec), "exact": EditOptions(delta_rank=spec, solver="exact")}
     rows: dict[str, dict] = {}
-    done: list[int] = []
     t_all = time.time()
     for li in layers:
-        if stop_at and time.strftime("%H:%M") >= stop_at:
-            break
         for t in TARGETS:
             name = next(n for n in rb.names if n.startswith(f"model.layers.{li}.") and f".{t}." in n)
             s = time.perf_counter()
@@ -164,52 +169,37 @@ def interleaved(work: Path, layers: range, exact_every: int, stop_at: str, parti
                 row[f"{v}_rel_diff"] = la.rel_err(e.B_mq @ e.A_qn, D)
                 row[f"{v}_energy_lowrank"] = e.stats["energy_lowrank"]
                 row["k"] = e.stats["k"]
-            if "exact" in out:
-                row["default_energy_ratio"] = row["default_energy_lowrank"] / row["exact_energy_lowrank"]
-            row["load_avg_1min"] = os.getloadavg()[0]
+            row["default_solver"] = out["default"].stats["solver"]
+            row["default_svd_err_est"] = out["default"].stats["svd_err_est"]
+            row["speedup_cpu"] = row["official_cpu_s"] / row["default_cpu_s"]
+            row["load_avg_1min"] = round(os.getloadavg()[0], 2)
             rows[name.split("layers.")[1]] = row
             del out, D, W0, W1
-        done.append(li)
         tot = {k: sum(r[k] for r in rows.values()) for k in ("official_cpu_s", "default_cpu_s")}
-        print(f"layer {li}: official {tot['official_cpu_s']:.0f} cpu-s, default {tot['default_cpu_s']:.0f} cpu-s "
-              f"so far ({time.time() - t_all:.0f} s wall)", flush=True)
-        partial.write_text(json.dumps({"layers_done": done, "rows": rows}, indent=1))
-    return {"layers_done": done, "rows": rows}
+        print(f"{base.parent.name} layer {li}: official {tot['official_cpu_s']:.0f} cpu-s, default "
+              f"{tot['default_cpu_s']:.0f} cpu-s so far ({time.time() - t_all:.0f} s wall)", flush=True)
+    return rows
 
 
-def assemble(parts: list[dict]) -> dict:
-    """Totals and fidelity over the per-matrix rows of one or more shards."""
-    rows = {k: v for p in parts for k, v in p["rows"].items()}
-    done = sorted(li for p in parts for li in p["layers_done"])
+def assemble(rows: dict) -> dict:
+    """Totals, spreads and fidelity over the per-matrix rows of one delta."""
     tot = lambda key, sel=None: sum(r[key] for r in (sel or rows.values()))  # noqa: E731
-    res = {"layers_run": len(done), "layers": done, "matrices": len(rows),
-           "official_s": tot("official_s"), "default_s": tot("default_s"),
-           "official_cpu_s": tot("official_cpu_s"), "default_cpu_s": tot("default_cpu_s"), "load_s": tot("load_s"),
-           "default_rel_diff_vs_official": summarize([r["default_rel_diff"] for r in rows.values()]),
-           "default_energy_lowrank": summarize([r["default_energy_lowrank"] for r in rows.values()]),
-           "load_avg_1min": summarize([r["load_avg_1min"] for r in rows.values()])}
-    res["speedup_cpu"] = res["official_cpu_s"] / res["default_cpu_s"]
-    res["speedup_wall"] = res["official_s"] / res["default_s"]
-    res["speedup_wall_incl_load"] = (res["official_s"] + res["load_s"]) / (res["default_s"] + res["load_s"])
+    res = {"matrices": len(rows), "official_cpu_s": tot("official_cpu_s"), "default_cpu_s": tot("default_cpu_s"),
+           "official_s": tot("official_s"), "default_s": tot("default_s"), "load_s": tot("load_s"),
+           "official_cpu_s_per_matrix": spread([r["official_cpu_s"] for r in rows.values()]),
+           "default_cpu_s_per_matrix": spread([r["default_cpu_s"] for r in rows.values()]),
+           "speedup_cpu_per_matrix": spread([r["speedup_cpu"] for r in rows.values()]),
+           "edit_rel_diff": spread([r["default_rel_diff"] for r in rows.values()]),
+           "default_solver": {k: sum(r["default_solver"] == k for r in rows.values()) for k in ("randomized", "exact")},
+           "load_avg_1min": spread([r["load_avg_1min"] for r in rows.values()])}
+    res["ratio"] = res["official_cpu_s"] / res["default_cpu_s"]
+    res["edit_rel_diff_max"] = res["edit_rel_diff"]["max"]
     n_ex = [r for r in rows.values() if "exact_s" in r]
     if n_ex:
-        ex = {"matrices": len(n_ex), "layers": sorted({int(k.split(".")[0]) for k, r in rows.items() if "exact_s" in r}),
-              "official_cpu_s": tot("official_cpu_s", n_ex), "exact_cpu_s": tot("exact_cpu_s", n_ex),
-              "default_cpu_s": tot("default_cpu_s", n_ex),
-              "exact_rel_diff_vs_official": summarize([r["exact_rel_diff"] for r in n_ex]),
-              "default_energy_ratio": summarize([r["default_energy_ratio"] for r in n_ex]),
-              "default_rel_diff_vs_official": summarize([r["default_rel_diff"] for r in n_ex])}
-        ex["speedup_cpu_exact"] = ex["official_cpu_s"] / ex["exact_cpu_s"]
-        ex["speedup_cpu_default"] = ex["official_cpu_s"] / ex["default_cpu_s"]
-        res["exact_subset"] = ex
-    by_shape: dict = {}
-    for k, r in rows.items():
-        t = k.split(".")[-2]
-        b = by_shape.setdefault(t, {"official_cpu_s": 0.0, "default_cpu_s": 0.0, "n": 0})
-        b["official_cpu_s"] += r["official_cpu_s"]
-        b["default_cpu_s"] += r["default_cpu_s"]
-        b["n"] += 1
-    res["per_target_cpu_s"] = by_shape
+        res["exact_subset"] = {"matrices": len(n_ex), "official_cpu_s": tot("official_cpu_s", n_ex),
+                               "exact_cpu_s": tot("exact_cpu_s", n_ex), "default_cpu_s": tot("default_cpu_s", n_ex),
+                               "exact_rel_diff": spread([r["exact_rel_diff"] for r in n_ex])}
+        res["exact_subset"]["ratio_exact"] = res["exact_subset"]["official_cpu_s"] / res["exact_subset"]["exact_cpu_s"]
     res["per_matrix"] = rows
     return res
 
@@ -264,109 +254,125 @@ def measured(cmd, env=None):
     return wall, ru.ru_maxrss / 1024.0, out.decode(), err.decode()
 
 
+def merge_bench(work: Path, threads: int, repeats: int) -> dict:
+    """TIES merge math, ours vs mergekit's, on a 2-layer low-rank pair (bf16, as before): ``repeats`` runs of
+    the per-tensor interleaved timing snippet, each in a fresh process."""
+    from importlib.metadata import version
+
+    mw = work / "merge"
+    if not (mw / "second" / "model.safetensors.index.json").exists():
+        for d in ("base", "tuned", "second"):
+            (mw / d).mkdir(parents=True, exist_ok=True)
+        build_pair(mw, 2, "lowrank", dtype=torch.bfloat16)
+        rb, rt = CheckpointReader(mw / "base"), CheckpointReader(mw / "tuned")
+        w2 = ShardedWriter(mw / "second", [(n, torch.bfloat16, tuple(rb.get(n).shape)) for n in rb.names], 2 << 30)
+        for n in rb.names:  # a second expert on the same base: half the first delta, rows reversed
+            W0, W1 = rb.get(n).float(), rt.get(n).float()
+            d = (W1 - W0).flip(0) if W0.dim() == 2 else W1 - W0
+            w2.write(n, (W0 + 0.5 * d).to(torch.bfloat16))
+        w2.close()
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE", PYTHONPATH=str(ROOT))
+    runs = []
+    for _ in range(repeats):
+        _, rss, out, _ = measured([sys.executable, "-c", MERGEKIT, str(mw / "base"), str(mw / "tuned"),
+                                   str(mw / "second"), str(threads)], env)
+        runs.append({**json.loads(out), "process_peak_rss_mib": round(rss, 1)})
+    ours, mk = [r["ours_ties_s"] for r in runs], [r["mergekit_ties_s"] for r in runs]
+    return {"what": "TIES merge math (density 0.5, weights 1, 1) per tensor: shiftkit.sar.merge.merge_tensor vs "
+                    "mergekit's TIES merge_group, same tensors, same process, interleaved per tensor",
+            "peer": {"name": "mergekit TIES (merge_methods registry 'ties')", "version": version("mergekit")},
+            "ours_s": spread(ours), "mergekit_s": spread(mk), "ratio": statistics.median(mk) / statistics.median(ours),
+            "max_abs_diff": max(r["max_abs_diff"] for r in runs), "tensors": runs[0]["tensors"],
+            "excluded": runs[0]["excluded"], "runs": runs,
+            "matched": {"note": "shiftkit's TIES and mergekit's TIES on the same tensors with the same parameters "
+                                "(density 0.5, weights 1, 1, mergekit's default normalize/rescale, lambda 1)",
+                        "dtype": "bf16 checkpoints, fp32 merge math", "gradient_checkpointing": "n/a",
+                        "threads": threads, "layers": 2, "delta": "two low-rank synthetic experts at Qwen3-1.7B "
+                        "layer shapes", "repeats": repeats}}
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--layers", type=int, default=28)
-    ap.add_argument("--delta", choices=("flat", "lowrank"), default="flat")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--layers", type=int, default=2, help="1.7B-shaped layers built per synthetic delta")
+    ap.add_argument("--deltas", nargs="*", default=["rl", "flat"], choices=["rl", "flat", "lowrank"])
+    ap.add_argument("--smollm2", nargs=2, metavar=("BASE", "TUNED"), default=None)
+    ap.add_argument("--smollm2-layers", default="", help="A:B: only these SmolLM2 layers (default: all)")
+    ap.add_argument("--exact-every", type=int, default=1, help="also time solver=exact on every N-th layer (0: never)")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--exact-every", type=int, default=7, help="also time solver=exact on every N-th layer (0: never)")
-    ap.add_argument("--stop-at", default="", help="HH:MM: stop the interleaved timing after the current layer")
-    ap.add_argument("--layer-range", default="", help="A:B: time only layers A..B-1 (one shard; --skip-extract)")
-    ap.add_argument("--assemble", nargs="*", default=[], help="shard files (from --layer-range runs) to combine "
-                    "instead of timing here")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "sar_bench.json"))
-    ap.add_argument("--skip-extract", action="store_true")
-    ap.add_argument("--extract-only", action="store_true", help="only time the whole `sar extract` process")
-    ap.add_argument("--extract-result", default="", help="with --assemble: take extract_process from this file")
     ap.add_argument("--merge", action="store_true")
-    ap.add_argument("--mergekit-path", default="/tmp/sar_mk", help="where mergekit 0.1.5 is importable from")
+    ap.add_argument("--merge-repeats", type=int, default=3)
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    single_thread(args.threads)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="sar_bench_"))
     work.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OMP_WAIT_POLICY="PASSIVE", PYTHONPATH=str(ROOT))
-    res: dict = {"shapes": "Qwen3-1.7B (hidden 2048, intermediate 6144, q 2048x2048, k/v 1024x2048, vocab 151936, tied)",
-                 "layers_built": args.layers, "layers_full_model": L_FULL, "dtype": "bf16", "delta": args.delta,
-                 "threads": args.threads, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
-                 "machine": f"{os.cpu_count()} CPUs (shared with other jobs), torch {torch.__version__}",
-                 "official_label": "shiftkit's transcription of the official algorithm (shiftkit/sar/reference.py: "
-                                   "two full fp32 SVDs per matrix)",
-                 "command": "python benchmarks/bench_sar.py " + " ".join(sys.argv[1:])}
-    out = Path(args.out)
+    loads = [load_avg()]
+    prov = provenance()  # the tree as the run starts (commits made while it runs are not what ran)
+    res: dict = {"what": "SAR extract (delta rank 1% of min(m, n), full base rank, full mask) at equal fidelity: "
+                         "CPU seconds per matrix, shiftkit default (solver=auto) vs the official two-SVD algorithm",
+                 **prov,
+                 "peer": {"name": "official SAR algorithm (zzlsms/RL-Rewiring scripts/svd_rewire_parallel.py), as "
+                                  "transcribed in shiftkit/sar/reference.py", "version": "7a426a4"},
+                 "bound": "relative difference of the timed edit from the exact (official) edit <= 1e-3",
+                 "deltas": {}}
     try:
-        t0 = time.time()
-        if not (work / "base" / "model.safetensors.index.json").exists():
-            (work / "base").mkdir(exist_ok=True)
-            (work / "tuned").mkdir(exist_ok=True)
-            build_pair(work, args.layers, args.delta)
-        res["build_s"] = round(time.time() - t0, 1)
-        r = CheckpointReader(work / "base")
-        res["largest_tensor_mib"] = max(r.nbytes(n) for n in r.names) / 2**20
-        res["checkpoint_mib"] = sum(r.nbytes(n) for n in r.names) / 2**20
-        res["load_avg_start"] = os.getloadavg()
-        if args.extract_only:
-            parts = None
-        elif args.assemble:
-            parts = [json.loads(Path(p).read_text()) for p in args.assemble]
-            res["shards"] = [{"file": Path(p).name, "layers": q["layers_done"], "command": q.get("command", "")}
-                             for p, q in zip(args.assemble, parts)]
-        else:
-            lr = range(*map(int, args.layer_range.split(":"))) if args.layer_range else range(args.layers)
-            part_file = out.with_suffix(f".layers{lr.start}-{lr.stop - 1}.json")
-            parts = [interleaved(work, lr, args.exact_every, args.stop_at, part_file)]
-            parts[0]["command"] = res["command"]
-            part_file.write_text(json.dumps(parts[0], indent=1))
-            if args.layer_range:  # one shard: its rows only
-                return
-        if parts is not None:
-            res["interleaved"] = assemble(parts)
-        res["load_avg_after_interleaved"] = os.getloadavg()
-        if args.extract_result:
-            res["extract_process"] = json.loads(Path(args.extract_result).read_text())["extract_process"]
-        elif not args.skip_extract:
-            cmd = [sys.executable, "-m", "shiftkit", "sar", "extract", "--base", str(work / "base"), "--tuned",
-                   str(work / "tuned"), "--out", str(work / "core"), f"edited_out={work / 'edited'}",
-                   f"threads={args.threads}", "device=cpu", "core_dtype=fp32", "--json"]
-            wall, rss, o, _ = measured(cmd, env)
-            summ = json.loads(o)
-            mats = json.loads((work / "core" / "sar_core.json").read_text())["matrices"]
-            mat_s = sum(x["seconds"] for x in mats.values())
-            res["extract_process"] = {"wall_s": round(wall, 2), "cpu_s": round(measured.cpu_s, 2),
-                                      "peak_rss_mib": round(rss, 1), "load_avg_before": res["load_avg_start"],
-                                      "command": " ".join(cmd[1:]),
-                                      "matrices": summ["matrices"], "target_matrices_s": round(mat_s, 2),
-                                      "fixed_s": round(wall - mat_s, 2), "energy": summ["energy"],
-                                      "note": "whole `shiftkit sar extract` process over all built layers: core + "
-                                              "edited checkpoint, default solver; fixed = wall - target-matrix time"}
-            res["load_avg_end"] = os.getloadavg()
-            if args.extract_only:
-                out = out.with_suffix(".extract.json")
+        for kind in args.deltas:
+            d = work / kind
+            if not (d / "base" / "model.safetensors.index.json").exists():
+                (d / "base").mkdir(parents=True, exist_ok=True)
+                (d / "tuned").mkdir(parents=True, exist_ok=True)
+                t0 = time.time()
+                build_pair(d, args.layers, kind)
+                print(f"built {kind} pair in {time.time() - t0:.0f} s", flush=True)
+            rows = interleaved(d / "base", d / "tuned", range(args.layers), args.exact_every)
+            res["deltas"][f"qwen3_1.7b_shapes/{kind}"] = {"layers": args.layers, **assemble(rows)}
+            loads.append(load_avg())
+        if args.smollm2:
+            b, t = map(Path, args.smollm2)
+            n = sum(1 for x in CheckpointReader(b).names if x.endswith("mlp.down_proj.weight"))
+            lr = range(*map(int, args.smollm2_layers.split(":"))) if args.smollm2_layers else range(n)
+            rows = interleaved(b, t, lr, args.exact_every * 10 if args.exact_every else 0)
+            res["deltas"]["smollm2_grpo"] = {"base": str(b), "tuned": str(t), "layers": [lr.start, lr.stop],
+                                             **assemble(rows)}
+            loads.append(load_avg())
+        if not res["deltas"]:
+            if args.merge:
+                atomic_write_json(Path(args.out).parent / "sar_merge_bench.json",
+                                  {**prov, **merge_bench(work, args.threads, args.merge_repeats),
+                                   "load_avg": [loads[0], load_avg()]})
+            return
+        allrows = [r for v in res["deltas"].values() for r in v["per_matrix"].values()]
+        res["edit_rel_diff_max"] = max(r["default_rel_diff"] for r in allrows)
+        head = res["deltas"].get("qwen3_1.7b_shapes/rl") or next(iter(res["deltas"].values()))
+        res["ratio"] = head["ratio"]
+        res["ratio_note"] = ("official CPU seconds / shiftkit CPU seconds summed over the matrices of "
+                             + ("the 1.7B-shaped RL delta" if "qwen3_1.7b_shapes/rl" in res["deltas"] else
+                                "the first delta") + "; every delta's own ratio is in deltas.*.ratio")
+        res["min_median_max"] = {"speedup_cpu_per_matrix": head["speedup_cpu_per_matrix"],
+                                 "official_cpu_s_per_matrix": head["official_cpu_s_per_matrix"],
+                                 "default_cpu_s_per_matrix": head["default_cpu_s_per_matrix"]}
+        res["matched"] = {"note": "the same matrices, read once, both sides timed back to back in alternating order; "
+                                  "fidelity of every timed shiftkit edit measured against the official edit",
+                          "delta_rank": "fraction 0.01 (official default)", "base_rank": "full", "mask": "full",
+                          "dtype": "fp32 storage and math", "gradient_checkpointing": "n/a",
+                          "threads": args.threads, "omp_wait_policy": "PASSIVE", "layers": args.layers,
+                          "deltas": list(res["deltas"])}
         if args.merge:
-            mres = {"layers_built": args.layers, "delta": args.delta, "threads": args.threads,
-                    "command": res["command"]}
-            cmd = [sys.executable, "-m", "shiftkit", "sar", "merge", "--base", str(work / "base"), "--experts",
-                   str(work / "tuned"), str(work / "edited"), "--method", "ties", "--out", str(work / "merged"),
-                   "density=0.5", f"threads={args.threads}", "--json"]
-            wall_m, rss_m, _, _ = measured(cmd, env)
-            mres["merge_ties_ours"] = {"wall_s": round(wall_m, 2), "peak_rss_mib": round(rss_m, 1), "experts": 2}
-            mk_env = dict(env, PYTHONPATH=os.pathsep.join([str(ROOT), args.mergekit_path]))
-            try:
-                wall_k, rss_k, out_k, _ = measured([sys.executable, "-c", MERGEKIT, str(work / "base"),
-                                                    str(work / "tuned"), str(work / "edited"), str(args.threads)],
-                                                   mk_env)
-                mres["merge_ties_vs_mergekit"] = {**json.loads(out_k), "process_peak_rss_mib": round(rss_k, 1)}
-            except RuntimeError as e:
-                mres["merge_ties_vs_mergekit"] = f"mergekit not run: {str(e)[-300:]}"
-            (out.parent / "sar_merge_bench.json").write_text(json.dumps(mres, indent=2) + "\n")
+            m = merge_bench(work, args.threads, args.merge_repeats)
+            loads.append(load_avg())
+            mres = {**prov, **m, "load_avg": loads[-2:]}
+            atomic_write_json(Path(args.out).parent / "sar_merge_bench.json", mres)
+            print(json.dumps({k: mres[k] for k in ("ratio", "ours_s", "mergekit_s", "max_abs_diff")}, indent=1))
+        res["load_avg"] = loads
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res, indent=2) + "\n")
-    iv = res.get("interleaved", res.get("extract_process"))
-    print(json.dumps({k: v for k, v in iv.items() if k != "per_matrix"}, indent=2))
+    atomic_write_json(args.out, res)
+    print(json.dumps({"ratio": res["ratio"], "edit_rel_diff_max": res["edit_rel_diff_max"]} |
+                     {k: {x: v[x] for x in ("ratio", "edit_rel_diff_max", "default_solver")}
+                      for k, v in res["deltas"].items()}, indent=1))
 
 
 if __name__ == "__main__":

@@ -164,13 +164,16 @@ def sar_sweep_matrix(W0_mn: torch.Tensor, W1_mn: torch.Tensor, opts: EditOptions
     dW2 = float(torch.linalg.vector_norm(dW)) ** 2  # fp32 (cascaded) sums: ~1e-6 relative, plenty for ratios
     rel = dW2 ** 0.5 / max(float(torch.linalg.vector_norm(W0)), 1e-30)
     exact = opts.solver == "exact" or (opts.solver == "auto" and min(m, n) <= 256)
+    svd_err = 0.0
+    if not exact:
+        S_spec = la.singular_values_gram(dW) if any(s.kind == "energy" for s in delta_ranks) else None
+        ks = [la.resolve_rank(s, m, n, S_spec) for s in delta_ranks]
+        U_all, S_all, Vh_all, errs = la.randomized_svd(dW, max(ks), opts.oversample, opts.niter, opts.seed, ks=ks)
+        svd_err = max(errs)
+        exact = opts.solver == "auto" and svd_err > la.AUTO_MAX_ERR  # not converged (flat spectrum): exact
     if exact:
         U_all, S_all, Vh_all = torch.linalg.svd(dW, full_matrices=False)
         ks = [la.resolve_rank(s, m, n, S_all) for s in delta_ranks]
-    else:
-        S_spec = la.singular_values_gram(dW) if any(s.kind == "energy" for s in delta_ranks) else None
-        ks = [la.resolve_rank(s, m, n, S_spec) for s in delta_ranks]
-        U_all, S_all, Vh_all = la.randomized_svd(dW, max(ks), opts.oversample, opts.niter, opts.seed)
     kmax = max(ks)
     U_all, S_all, Vh_all = U_all[:, :kmax], S_all[:kmax], Vh_all[:kmax]
     del dW
@@ -189,7 +192,8 @@ def sar_sweep_matrix(W0_mn: torch.Tensor, W1_mn: torch.Tensor, opts: EditOptions
         else:
             B, A = la.sar_factors(U, S, Vh, basis, opts.mask)
         stats = {"m": m, "n": n, "k": int(k), "q": int(B.shape[1]), "r": basis.rank if basis is not None else 0,
-                 "basis": basis.kind if basis is not None else "none", "delta_rel_norm": rel}
+                 "basis": basis.kind if basis is not None else "none", "delta_rel_norm": rel,
+                 "solver": "exact" if exact else "randomized", "svd_err_est": svd_err}
         if diagnostics:
             if basis is not None and PU is None:  # masks: angles from the explicit base vectors
                 pu, pv = basis.project_left(U), basis.project_right(Vh)

@@ -143,10 +143,11 @@ def small_op_threads(n: int = 1):
 
 
 def randomized_svd(A_mn: torch.Tensor, k: int, oversample: int = 10, niter: int = 16,
-                   seed: int = 0, tol: float = 1e-7) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   seed: int = 0, tol: float = 1e-7, *, ks: list[int] | None = None):
     """Top-k SVD by randomized subspace iteration (Halko et al. 2011, Alg. 4.4) with QR
     re-orthonormalisation at every half step and a Rayleigh-Ritz step. The sketch has
-    l = 2k + oversample columns. Returns ``U_mk, S_k, Vh_kn``.
+    l = 2k + oversample columns. Returns ``U_mk, S_k, Vh_kn``; with ``ks`` (ranks <= k) also the
+    estimated error of each rank's truncation (:func:`rr_error_estimate`), as a fourth element.
 
     Each iteration costs two passes over A (``X^T Q`` and ``X Z``); the Ritz values come from the R
     factor of ``X^T Q`` (= singular values of ``Q^T X``), so the last ``X^T Q`` is also the
@@ -156,12 +157,15 @@ def randomized_svd(A_mn: torch.Tensor, k: int, oversample: int = 10, niter: int 
     Stated accuracy (defaults niter=16, oversample=10): the captured energy ||A_k||_F^2 / ||A_opt_k||_F^2
     is >= 0.999 for spectra S_i ~ i^-0.1 or steeper and >= 0.995 at i^-0.05 (tests/sar/test_linalg.py); where
     the spectrum has a gap after k the factors converge to the exact ones at rate (S[l]/S[k])^(2 niter + 1).
+    Energy is not fidelity: on a flat spectrum the rank-k truncation itself can differ from the exact
+    one by tens of percent; ``ks`` measures that.
     """
     m, n = A_mn.shape
     full = min(m, n)
     l = min(full, 2 * k + oversample)
     if l >= full or 2 * l >= full:  # a sketch this wide buys nothing: do it exactly
-        return exact_svd(A_mn, k)
+        U, S, Vh = exact_svd(A_mn, k)
+        return (U, S, Vh) if ks is None else (U, S, Vh, [0.0] * len(ks))
     gen = torch.Generator(device="cpu").manual_seed(seed)
     transpose = m < n
     X = A_mn.T if transpose else A_mn  # [M, N] with M >= N
@@ -183,12 +187,72 @@ def randomized_svd(A_mn: torch.Tensor, k: int, oversample: int = 10, niter: int 
             Q_Ml, _ = torch.linalg.qr(Y_Ml)
     with small_op_threads():  # Q^T X = R^T Z^T = (Ur S Vrh) Z^T
         Ur_ll, S_l, Vrh_ll = torch.linalg.svd(R_ll.T, full_matrices=False)
-    U_Mk = Q_Ml @ Ur_ll[:, :k]
-    V_Nk = Z_Nl @ Vrh_ll[:k].T
+    errs = None
+    if ks is not None:
+        U_Ml, V_Nl = Q_Ml @ Ur_ll, Z_Nl @ Vrh_ll.T  # all l Ritz pairs
+        errs = rr_error_estimate(X, U_Ml, S_l, V_Nl, Q_Ml, Z_Nl, ks, seed)
+        U_Mk, V_Nk = U_Ml[:, :k], V_Nl[:, :k]
+    else:
+        U_Mk = Q_Ml @ Ur_ll[:, :k]
+        V_Nk = Z_Nl @ Vrh_ll[:k].T
     S_k = S_l[:k]
     if transpose:  # X = A^T = U S V^T  =>  A = V S U^T
-        return V_Nk.contiguous(), S_k, U_Mk.T.contiguous()
-    return U_Mk, S_k, V_Nk.T.contiguous()
+        out = V_Nk.contiguous(), S_k, U_Mk.T.contiguous()
+    else:
+        out = U_Mk, S_k, V_Nk.T.contiguous()
+    return out if errs is None else (*out, errs)
+
+
+def rr_error_estimate(X_MN: torch.Tensor, U_Ml: torch.Tensor, S_l: torch.Tensor, V_Nl: torch.Tensor,
+                      Q_Ml: torch.Tensor, Z_Nl: torch.Tensor, ks: list[int], seed: int = 0,
+                      power_iters: int = 20) -> list[float]:
+    """Estimated ``||X_k - X_k_exact||_F / ||X_k||_F`` of the rank-k truncation from Rayleigh-Ritz pairs
+    (``X V = U S`` inside the sketch spaces ``span(Q)``, ``span(Z)``), for each ``k`` in ``ks``.
+
+    Rayleigh-Ritz leaves no coupling between Ritz pairs inside the sketch, so the computed top-k pairs
+    differ from exact ones only through their residuals ``r_i = ||X v_i - s_i u_i||`` and
+    ``||X^T u_i - s_i v_i||``, which point outside the sketch, where X's largest singular value is
+    ``o`` (power iteration on the projected complement, taken 5% larger as power iteration approaches
+    it from below). First order, pair i turns by ``r_i / (s_i - o)``; the Ritz pairs just past k couple
+    to the outside with ``c`` (their residual norm), which mixes them in at second order,
+    ``c / (s_k - s_{k+1})``. The estimate: ``2 ||s_i r_i / (s_i - o)||_2 (1 + c / (s_k - s_{k+1})) / ||s||``
+    over ``i <= k``; infinite when ``o >= s_k`` (something outside the sketch may beat the k-th pair).
+    Measured over spectra i^-a (a in 0.05..1) and iid Gaussian ones, 320..2048 rows: 1x to 600x the true
+    difference, never below it (tests/sar/test_svd_fidelity.py).
+    """
+    RV_Ml = X_MN @ V_Nl - U_Ml * S_l
+    RU_Nl = X_MN.T @ U_Ml - V_Nl * S_l
+    r_l = (RV_Ml.double().pow(2).sum(0) + RU_Nl.double().pow(2).sum(0)).sqrt()
+    g = torch.Generator(device="cpu").manual_seed(seed + 1)
+    x = torch.randn(X_MN.shape[1], generator=g, dtype=X_MN.dtype).to(X_MN.device)
+    o = 0.0
+    for _ in range(power_iters):  # ||(I - Q Q^T) X (I - Z Z^T)||_2
+        x = x - Z_Nl @ (Z_Nl.T @ x)
+        y = X_MN @ x
+        y = y - Q_Ml @ (Q_Ml.T @ y)
+        z = X_MN.T @ y
+        z = z - Z_Nl @ (Z_Nl.T @ z)
+        nz = float(z.norm())
+        if nz == 0.0:
+            break
+        o, x = nz ** 0.5, z / nz
+    o *= 1.05
+    S = S_l.double()
+    out = []
+    for k in ks:
+        Sk = S[:k]
+        if float(Sk[-1]) <= o:
+            out.append(float("inf"))
+            continue
+        first = (Sk * r_l[:k] / (Sk - o)).norm()
+        c = float(r_l[k:].norm()) if k < len(S) else 0.0
+        gap = float(S[k - 1] - S[k]) if k < len(S) else float("inf")
+        second = c / gap if gap > 0 else float("inf")
+        out.append(float(2 * first * (1 + second) / Sk.norm().clamp_min(1e-300)))
+    return out
+
+
+AUTO_MAX_ERR = 1e-3  # solver=auto keeps the randomized SVD only when its estimated edit error is below this
 
 
 def exact_svd(A_mn: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
