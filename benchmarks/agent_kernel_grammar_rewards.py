@@ -70,6 +70,9 @@ def main() -> None:
                       for v in G.SLOTS[k]}
     res = {"what": "real environment reward over uniformly random grammar compositions (profile mode)",
            "command": "python " + " ".join(sys.argv), "commit": commit, "seed": a.seed, "n": a.n,
+           "peer": None, "peer_note": "a measurement of the environment's reward distribution, not a comparison",
+           "matched": {"what": "every composition evaluated by the same environment and task_config",
+                       "threads_per_evaluation": 1},
            "task_config": TASK_CONFIG, "overall": fractions([s["reward"] for s in ok]),
            "per_split": {sp: fractions([s["reward"] for s in ok if s["split"] == sp]) for sp in ("train", "heldout")},
            "per_slot": by_slot, "unscorable": len(samples) - len(ok), "seconds": round(time.time() - t0, 1),

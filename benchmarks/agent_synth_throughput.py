@@ -58,6 +58,7 @@ def main() -> None:
         example.setdefault(r["filter"], r["reason"][:160])
     res = {"what": "agent synth throughput: admitted problems per minute of wall time, and reject reasons",
            "command": "python " + " ".join(sys.argv), "commit": commit, "peer": None,
+           "peer_note": "no peer: CUDA Agent's synthesis pipeline is not released",
            "matched": {"n": a.n, "seed": a.seed, "compile_backend": a.compile_backend, "threads": cfg.threads,
                        "runtime_window_ms": [cfg.min_ms, cfg.max_ms], "eval_set": cfg.eval_set or "kernel fixtures",
                        "note": "no peer: CUDA Agent's synthesis pipeline is not released"},
