@@ -280,7 +280,7 @@ def bench_rewards(n: int, overrides: dict | None = None, cases: set | None = Non
         rows[label] = {"kind": kind, "baseline": base, "rewards": rewards, "mode": mode, "flip_rate": flips,
                        "inconclusive": sum(incon), "speedup": speed, "paired_ratio_cv": cv(ok) if ok else None,
                        "ci": cis, "rounds": rounds, "n_blocks": [len(b) for b in blocks],
-                       "block_speedups": [[b[base] for b in bl] for bl in blocks], "block_cpus": [[b["cpu"] for b in bl] for bl in blocks],
+                       "block_speedups": [[b[base] for b in bl] for bl in blocks], "block_cpus": [[b.get("cpus", b.get("cpu")) for b in bl] for bl in blocks],
                        "median_of_blocks_cv": cv(med_blocks) if med_blocks else None,
                        **block_spread(blocks, base),
                        "reasons": reasons, "seconds_per_eval": statistics.median(secs), "loadavg_before_each": loads}
@@ -307,6 +307,40 @@ def bench_rewards(n: int, overrides: dict | None = None, cases: set | None = Non
                             "median": statistics.median(r["paired_ratio_cv"] for r in rows.values()),
                             "per_case": {k: v["paired_ratio_cv"] for k, v in rows.items()}, "goal": 0.03},
     }
+
+
+def bench_suite() -> dict:
+    """Issue #17: every fixture of tests/adversarial/test_hacks.py (families of hacks, false-positive classes)
+    evaluated once: caught / passed, the finding, seconds (the catch rate on our own suite)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_hacks", REPO / "tests" / "adversarial" / "test_hacks.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = []
+    for fam, sol, prob, codes, over in mod.CASES:
+        t0 = time.perf_counter()
+        try:
+            r = evaluate(mod._prob(prob), load_solution(mod.SOL / sol if (mod.SOL / sol).is_dir() else mod.SOL / f"{sol}.py"),
+                         EvalConfig(**({"profile": False} | mod.BUDGET | over)))
+            row = {"family": fam, "fixture": sol, "caught": not r.correct and r.reward == -1.0,
+                   "right_finding": bool(set(codes) & set(r.codes())), "codes": r.codes(None), "reward": r.reward}
+        except Exception as e:  # noqa: BLE001 - reported, never hidden
+            row = {"family": fam, "fixture": sol, "caught": False, "right_finding": False, "error": f"{type(e).__name__}: {e}"}
+        row["seconds"] = round(time.perf_counter() - t0, 1)
+        rows.append(row)
+        print(f"  {fam[:28]:28s} {sol:28s} caught={row['caught']} right={row['right_finding']} {row.get('codes')}", flush=True)
+    honest = []
+    for sol, prob in mod.HONEST:
+        r = evaluate(mod._prob(prob), load_solution(mod.HON / sol), EvalConfig(profile=False))
+        honest.append({"fixture": sol, "passed": r.correct, "codes": r.codes(None), "reward": r.reward})
+        print(f"  honest {sol:28s} passed={r.correct} {r.codes(None)}", flush=True)
+    return {"hacks": rows, "honest": honest,
+            "catch_rate": sum(r["caught"] for r in rows) / len(rows),
+            "right_finding_rate": sum(r["right_finding"] for r in rows) / len(rows),
+            "honest_pass_rate": sum(h["passed"] for h in honest) / len(honest),
+            "note": "profile-only fixtures run with the test's short paired window (eager baseline, 10 rounds)",
+            "command": "PYTHONPATH=. .venv/bin/python benchmarks/bench_kernel_eval.py --sections suite"}
 
 
 def bench_diagnose(n: int = 3) -> dict:
@@ -404,6 +438,10 @@ def main() -> None:
         print("timing stability ...", flush=True)
         res["stability"] = bench_stability(args.repeats)
         print(json.dumps({k: v for k, v in res["stability"].items() if not isinstance(v, list)}), flush=True)
+    if "suite" in sections:
+        print("issue #17 suite: hack families and false-positive classes ...", flush=True)
+        res["suite"] = bench_suite()
+        print(json.dumps({k: v for k, v in res["suite"].items() if k not in ("hacks", "honest")}), flush=True)
     if "sandbox" in sections:
         res["sandbox"] = bench_sandbox()
         print(json.dumps(res["sandbox"]), flush=True)

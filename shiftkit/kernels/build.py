@@ -126,6 +126,8 @@ def _salt(backend) -> str:
 
 _ERR_RE = re.compile(r"^(?P<file>[^:\n]{1,300}?):(?P<line>\d{1,9}):(?:(?P<col>\d{1,9}):)?[ \t]*(?:fatal[ \t]+)?error:[ \t]*(?P<msg>[^\n]{0,2000})$", re.M)
 _LINK_RE = re.compile(r"(undefined reference to [^\n]{0,300}|ld returned \d{1,3} exit status|cannot find -l\S{1,100})")
+_TOOL_RE = re.compile(r"^(?:\S{0,60}/)?(?:cc1plus|cc1|c\+\+|g\+\+|gcc|collect2|ld|nvcc|x86_64-linux-gnu-\w{1,10}(?:-\d{1,3})?): "
+                      r"(?:fatal error|error): ([^\n]{0,300})$|^(virtual memory exhausted[^\n]{0,100})$", re.M)
 
 
 def parse_compiler_output(text: str, src_root: str = "/src") -> list[CompileError]:
@@ -151,6 +153,11 @@ def parse_compiler_output(text: str, src_root: str = "/src") -> list[CompileErro
         for m in _LINK_RE.finditer(text):
             out.append(CompileError(None, None, m.group(1).strip()))
             if len(out) >= 20:
+                break
+    if not out:
+        for m in _TOOL_RE.finditer(text):
+            out.append(CompileError(None, None, (m.group(1) or m.group(2)).strip()))
+            if len(out) >= 5:
                 break
     if not out and text.strip():
         out.append(CompileError(None, None, "the build failed without a compiler diagnostic"))
@@ -337,6 +344,9 @@ def build(spec: BuildSpec, cache_dir: str | Path | None = None, timeout_s: float
                 errors = [CompileError(None, None, f"compile timed out after {timeout_s:.0f} s")]
             elif rc != 0 or not Path(so).is_file():
                 errors = parse_compiler_output(_nvcc_output_fixup(log))
+                if rc > 128 and (not errors or errors[0].file is None):
+                    errors.insert(0, CompileError(None, None, f"the compiler was killed by signal {rc - 128} (a memory, "
+                                                  "CPU-time or file-size limit of the build)"))
             else:
                 try:
                     info, forbidden = _check_artefact(so, spec.kind, cache, timeout_s, isolate, _baseline)

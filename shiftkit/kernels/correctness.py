@@ -73,7 +73,8 @@ def mismatches(expected, actual, atol: float, rtol: float) -> tuple[int, float]:
         e, a = e.double(), a.double()
     s = scale_of(e)
     diff = (a - e).abs()
-    ok = diff <= atol * s + rtol * e.abs()
+    fin = torch.isfinite(e.real) & torch.isfinite(e.imag) if e.is_complex() else torch.isfinite(e)
+    ok = (diff <= atol * s + rtol * e.abs()) & fin  # an infinity matches only itself
     if e.is_complex():
         ok |= (a == e)
         nan_e, nan_a = torch.isnan(e.real) | torch.isnan(e.imag), torch.isnan(a.real) | torch.isnan(a.imag)

@@ -310,8 +310,8 @@ def _pin_cpus() -> list[int]:
 
 # ----------------------------------------------------------------------------- the evaluation
 
-_WHERE_CODE = {"output_type": "output_type", "blocked_torch_op": "blocked_torch_op", "out_of_memory": "out_of_memory",
-               "output_limit": "output_limit"}
+_WHERE_CODE = {"output_type": "output_type", "output_layout": "output_layout", "blocked_torch_op": "blocked_torch_op",
+               "out_of_memory": "out_of_memory", "output_limit": "output_limit"}
 
 
 class _Evaluation:
@@ -462,7 +462,8 @@ class _Evaluation:
             return rr, None
         if not h.get("ok"):
             kind = h.get("kind", "runtime_error")
-            self.add(Finding(_WHERE_CODE.get(kind, "runtime_error"), str(h.get("error", "forward failed"))[:1000], "error", where))
+            fcode = code if code and kind == "output_type" else _WHERE_CODE.get(kind, "runtime_error")
+            self.add(Finding(fcode, str(h.get("error", "forward failed"))[:1000], "error", where))
             self.res.reason = self.res.reason or f"{kind} during {where}: {str(h.get('error', ''))[:300]}"
             return rr, None
         out = w.outputs(out_lay, h.get("values") or [])

@@ -83,6 +83,16 @@ def _os_binds() -> list[str]:
     return args
 
 
+def _gpu_binds() -> list[str]:
+    """The NVIDIA device nodes, for workers of the cuda backend (written, not run: no GPU here)."""
+    import glob
+
+    out = []
+    for p in sorted(glob.glob("/dev/nvidia*")):
+        out += ["--dev-bind", p, p]
+    return out
+
+
 def bwrap_argv(ro: list[str] = (), rw: list[tuple[str, str]] = (), tmp_bytes: int = 512 << 20, env: dict | None = None,
                extra: list[str] = ()) -> list[str]:
     """The bubblewrap command line for a sandbox with the OS, ``ro`` dirs (same path) and ``rw`` binds."""
@@ -153,7 +163,8 @@ class Zygote:
             cmd = bwrap_argv(ro=python_paths() + [os.path.join(shiftkit_root(), "shiftkit")],
                              rw=[(self.spool_host, "/spool"), (inductor_dir, "/inductor")],
                              env=base_env({"OMP_NUM_THREADS": "1"}),
-                             extra=["--uid", "1000", "--gid", "1000", "--dir", "/sol", "--chdir", "/tmp", "--"]) + cmd
+                             extra=[*_gpu_binds(), "--uid", "1000", "--gid", "1000", "--dir", "/sol", "--chdir", "/tmp",
+                                    "--"]) + cmd
         log = open(self.log_path, "wb")  # noqa: SIM115
         try:
             self.proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(),), close_fds=True, stdin=subprocess.DEVNULL,

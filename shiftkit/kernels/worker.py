@@ -138,6 +138,9 @@ class Server:
             if list(out.shape) != lay["shape"] or shm._dtype_name(out) != lay["dtype"]:
                 raise _OutputType(f"output is {shm._dtype_name(out)}{list(out.shape)}, expected {lay['dtype']}{lay['shape']}")
             src = out.detach()
+            bad = layout_problem(src)
+            if bad:
+                raise _OutputType(bad, "output_layout")
             if src.device.type != "cpu":
                 src = src.cpu()
             if not src.is_contiguous():
@@ -188,7 +191,7 @@ class Server:
                 try:
                     r = self.round(h)
                 except _OutputType as e:
-                    r = {"ok": False, "kind": "output_type", "error": str(e)[:500]}
+                    r = {"ok": False, "kind": e.kind, "error": str(e)[:500]}
                 except BlockedOpError as e:
                     r = {"ok": False, "kind": "blocked_torch_op", "error": str(e)[:500]}
                 except Exception as e:  # noqa: BLE001
@@ -209,7 +212,21 @@ class StateDictError(Exception):
 
 
 class _OutputType(Exception):
-    pass
+    def __init__(self, msg: str, kind: str = "output_type"):
+        super().__init__(msg)
+        self.kind = kind
+
+
+def layout_problem(t) -> str | None:
+    """Why an output tensor is not a materialised result (a stride-0 dimension of size > 1, i.e. an
+    ``expand()`` view, or elements overlapping in memory), else None. Checked here, it can only fail the worker."""
+    if t.numel() <= 1:
+        return None
+    for d, (n, st) in enumerate(zip(t.shape, t.stride())):
+        if n > 1 and st == 0:
+            return f"output dim {d} has stride 0 (an expand() view, not a materialised output)"
+    span = 1 + sum((n - 1) * abs(st) for n, st in zip(t.shape, t.stride()))
+    return "output elements overlap in memory" if span < t.numel() else None
 
 
 def _steady_allocator() -> None:

@@ -149,7 +149,7 @@ def _sandbox_payload(setup: dict) -> None:
     _mount(None, "/sol", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     _mount("tmpfs", "/spool", "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k")
     if cand:
-        for d in ("/inductor", "/proc"):
+        for d in ("/inductor",) + (("/proc",) if setup.get("device", "cpu") == "cpu" else ()):  # CUDA's driver reads /proc
             if os.path.isdir(d):
                 _mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k")
     _drop_capabilities()  # the mounts above cannot be undone (and seccomp refuses mount calls anyway)
@@ -240,6 +240,7 @@ def main(sock_fd: int) -> None:
     from shiftkit.kernels import worker
 
     worker.warm_up()
+    _prctl(PR_SET_DUMPABLE, 0)  # no worker can open this process's memory through /proc
     sock = socket.socket(fileno=sock_fd)
     sock.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
     anchors: dict[int, str] = {}
