@@ -27,6 +27,8 @@ ALLOWED_ATEN = frozenset({
     "view", "_unsafe_view", "as_strided", "expand", "permute", "transpose", "t", "unsqueeze", "squeeze", "select",
     "slice", "narrow", "alias", "detach", "unbind", "split", "split_with_sizes", "chunk", "view_as", "unfold",
     "_reshape_alias", "reshape", "flatten", "unflatten", "movedim", "expand_as", "diagonal", "_unsafe_index",
+    "view_as_real", "view_as_complex", "real", "imag", "_conj", "conj", "_neg_view", "resolve_conj", "resolve_neg",
+    "squeeze_", "unsqueeze_", "transpose_", "t_", "as_strided_", "swapaxes", "swapdims", "mT", "adjoint",
     # metadata
     "size", "stride", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "dim", "numel", "is_contiguous",
     "is_same_size", "_local_scalar_dense", "is_nonzero", "storage_offset", "_has_compatible_shallow_copy_type",

@@ -182,14 +182,16 @@ class TreeGroup:
             self._w("freezer", "freezer.state", "THAWED")
 
     # -- teardown
-    def kill(self) -> None:
-        """SIGKILL every task (a frozen task dies once thawed, so thaw after the signal) and wait up to 2 s."""
+    def kill(self, wait_s: float = 15.0) -> None:
+        """SIGKILL every task (a frozen task dies once thawed, so thaw after the signal) and wait until the
+        group is empty (at most ``wait_s``: on a loaded machine dying trees take a while to be scheduled)."""
         if self.v2:
             try:
                 self._w("unified", "cgroup.kill", 1)
             except OSError:
                 pass
-        for _ in range(200):
+        end = time.monotonic() + wait_s
+        while True:
             pids = self.pids()
             for p in pids:
                 try:
@@ -200,21 +202,24 @@ class TreeGroup:
                 self.thaw()
             except OSError:
                 pass
-            if not pids:
+            if not pids or time.monotonic() > end:
                 return
             time.sleep(0.01)
 
     def close(self) -> None:
         if self.dirs:
             self.kill()
+        end = time.monotonic() + 15.0
         for d in self.dirs.values():
-            for _ in range(200):
+            while True:
                 try:
                     os.rmdir(d)
                     break
                 except FileNotFoundError:
                     break
                 except OSError:
+                    if time.monotonic() > end:
+                        break
                     time.sleep(0.01)
         self.dirs = {}
 

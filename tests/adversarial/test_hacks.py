@@ -77,7 +77,6 @@ def run(sol, problem=SSC, **over):
     r = evaluate(_prob(problem), load_solution(path), cfg)
     took = time.perf_counter() - t0
     assert took < cfg.compile_timeout_s + cfg.timeout_s + SLACK_S, took
-    time.sleep(0.2)
     left = _ours() - before
     assert not left, {p: open(f"/proc/{p}/cmdline").read()[:80] for p in left if os.path.exists(f"/proc/{p}")}
     assert _shm() == shm_before
@@ -101,7 +100,7 @@ FAMILIES = {
         ("inplace_during_timing", SSC, {"worker_crash"}, PROFILE),  # its inputs are mapped read-only
         ("mutate_inputs", SSC, {"worker_crash"}, {}),
         ("warmup_detect", SSC, {"timed_output_mismatch"}, PROFILE),
-        ("timing_only_cache", SSC, {"timed_output_mismatch"}, PROFILE),
+        ("timing_only_cache", SSC, {"timed_output_mismatch", "torch_compute"}, PROFILE),
     ],
     "2 rebinding the harness in the worker": [
         ("patch_worker_reply", SSC, {"output_mismatch"}, {}),  # 'ok' without work: the parent reads the bytes
@@ -186,10 +185,9 @@ def test_hardcoded_seed_passes_when_the_secret_is_known():
 
 
 def test_timing_only_hacks_pass_verification():
-    """The threat is real: without timed rounds these pass; timed, every output is compared (above)."""
-    for sol in ("batch_and_skip", "timing_only_cache"):
-        r = run(sol)
-        assert r.correct, (sol, r.codes(None), r.reason)
+    """The threat is real: without timed rounds it passes; timed, every output is compared (above)."""
+    r = run("batch_and_skip")
+    assert r.correct, (r.codes(None), r.reason)
 
 
 def test_deeply_nested_python_is_a_finding_not_a_crash(tmp_path):
@@ -200,7 +198,7 @@ def test_deeply_nested_python_is_a_finding_not_a_crash(tmp_path):
 
 
 def test_pathological_comments_do_not_hang_the_parent(tmp_path):
-    body = "/*" + "*/*" * 200_000 + "*/\n" + "//" + "\\\n" * 50_000 + "\n"
+    body = "/*" + "*** /* " * 100_000 + "*/\n" + "// a comment continued" + "\\\n" * 50_000 + "\n"
     src = (SOL.parent / "honest" / "cpp_scan.py").read_text().replace('SRC = r"""', 'SRC = r"""\n' + body, 1)
     p = tmp_path / "comments.py"
     p.write_text(src)
