@@ -98,6 +98,8 @@ class EvalConfig:
             raise ShiftkitError("trials, timed_calls, timing_blocks and threads must be >= 1")
         if not 0.5 < self.ci_level < 1:
             raise ShiftkitError("ci_level must be in (0.5, 1)")
+        if self.sample_period_us < 10:
+            raise ShiftkitError("sample_period_us must be >= 10")
         if not 0 < self.foreign_share_max <= 1:
             raise ShiftkitError("foreign_share_max must be in (0, 1]")
         if self.timeout_s <= 0 or self.compile_timeout_s <= 0:
@@ -301,6 +303,16 @@ def foreign_verdict(counts: dict[str, int], share_max: float, min_samples: int =
                   f"{100 * share_max:.0f}% is allowed")
 
 
+def coverage_verdict(samples: int, cpu_ns: int, period_us: int, min_expected: float = 40.0) -> str | None:
+    """Pure: a ``sampling_evaded`` message when the parent's samples cover less than 30 % of what the worker
+    tree's CPU time (the cgroup's counter) implies at the sampling period, else None."""
+    expect = cpu_ns / (period_us * 1000)
+    if expect < min_expected or samples >= 0.3 * expect:
+        return None
+    return (f"the parent's sampling saw {samples} samples where the worker tree's {cpu_ns / 1e6:.1f} ms of CPU time "
+            f"should give ~{expect:.0f}")
+
+
 def _pin_cpus() -> list[int]:
     try:
         return sorted(os.sched_getaffinity(0))
@@ -407,7 +419,7 @@ class _Evaluation:
         pids = c.pids_max + 4 * c.threads if cand else 512
         try:
             w = Worker(setup, files, in_size, out_size, self.deadline, cpus, pids, mem, str(inductor),
-                       candidate_so=so_names)
+                       candidate_so=so_names, sample_period_ns=c.sample_period_us * 1000)
         except IsolationUnavailable as e:
             raise ShiftkitError(f"{e}; set allow_unisolated=true to run without it (untrusted result)") from None
         self.workers.append(w)
@@ -675,9 +687,9 @@ class _Evaluation:
             self.add(Finding(v[0], v[1], "error", "sampling"))
         expect = self.cand_cpu_ns / (self.c.sample_period_us * 1000)
         self.res.sandbox["sample_coverage"] = round(total / expect, 3) if expect else None
-        if expect >= 40 and total < 0.3 * expect:
-            self.add(Finding("sampling_evaded", f"the parent's sampling saw {total} samples where the worker tree's "
-                             f"{self.cand_cpu_ns / 1e6:.1f} ms of CPU time should give ~{expect:.0f}", "error", "sampling"))
+        msg = coverage_verdict(total, self.cand_cpu_ns, self.c.sample_period_us)
+        if msg:
+            self.add(Finding("sampling_evaded", msg, "error", "sampling"))
 
 
 def _flush(buf, cpus: list[int] | None) -> None:

@@ -75,12 +75,11 @@ def load_built(kind: str, so_path: str, protos: dict | None = None):
     if kind == "c":
         mod: Any = CLib(so_path, protos or {})
     else:
-        modname = "sk_ext_" + str(len(_LOADED))
-        specm = importlib.util.spec_from_file_location(modname, so_path)
+        specm = importlib.util.spec_from_file_location("sk_ext", so_path)  # the build's TORCH_EXTENSION_NAME
         try:
             m = importlib.util.module_from_spec(specm)
             specm.loader.exec_module(m)
-            sys.modules[modname] = m
+            sys.modules[f"sk_ext_{len(_LOADED)}"] = m
             mod = m
         except ImportError:  # a TORCH_LIBRARY-only library without a PyInit
             import torch

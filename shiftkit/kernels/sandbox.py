@@ -295,7 +295,8 @@ class Worker:
     """One sandboxed worker tree (see the module docstring). ``files``: {name in /sol: host path to copy}."""
 
     def __init__(self, setup: dict, files: dict[str, str], in_size: int, out_size: int, deadline: float,
-                 cpus: list[int] | None, pids_max: int, mem_bytes: int, inductor_dir: str, candidate_so: list[str] = ()):
+                 cpus: list[int] | None, pids_max: int, mem_bytes: int, inductor_dir: str, candidate_so: list[str] = (),
+                 sample_period_ns: int = 50_000):
         self.deadline = deadline
         self.isolate = setup.get("isolate", True)
         self.zyg = zygote(self.isolate, inductor_dir)
@@ -339,7 +340,7 @@ class Worker:
             a.sendall(b"P")
             payload = _recv_hello(a, wire.HELLO_PAYLOAD, deadline)
             self.pid = payload
-            self.sampler = perf.Sampler(payload)
+            self.sampler = perf.Sampler(payload, period_ns=sample_period_ns)
             self.attribution = perf.Attribution(self.candidate_files)
             a.sendall(b"G")
             self.ch = wire.Channel(a.fileno(), max_blob=0)
@@ -476,14 +477,7 @@ class Worker:
         if self.closed:
             return
         self.closed = True
-        if self.ch is not None and self.group is not None and not self.ch.pending():
-            try:
-                if self.frozen:
-                    self.thaw()
-                self.ch.send({"cmd": "exit"}, b"", time.monotonic() + 1)
-                self.ch.recv(time.monotonic() + 2, 0)
-            except (wire.ChannelTimeout, wire.ChannelClosed, wire.ProtocolError, OSError):
-                pass
+        # no goodbye: the tree stays frozen and is killed (a worker never runs outside a round, not even to exit)
         if self.group is not None:
             self.group.close()
         if self.sampler is not None:

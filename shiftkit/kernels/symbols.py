@@ -162,7 +162,7 @@ _TORCH_OK = re.compile(
     r"invoke_parallel|_parallel_run|GRAIN_SIZE))|at::(?:TensorIteratorBase::|TensorIterator::)(?!.*(?:binary|unary|reduce|"
     r"for_each|cast))|at::RecordFunction|at::NoGradGuard|at::AutoDispatchBelow|at::check|at::checkDim|at::checkSize"
     r"|at::(?:CPUGeneratorImpl|detail::getDefaultCPUGenerator)|at::ScalarTypeToString|at::toString|torch::autograd::"
-    r"(?:make_variable|VariableHooks|utils::)|torch::wrap_pybind_function|pybind11::|THP\w*|torch::utils::)")
+    r"|torch::wrap_pybind_function|pybind11::|THP\w*|torch::utils::)")
 _STD_OK = re.compile(r"^(?:std::|__gnu_cxx::|operator new|operator delete|vtable for (?:std::|__cxxabiv1::|__gnu_cxx::)|"
                      r"typeinfo (?:name )?for (?:std::|__cxxabiv1::|__gnu_cxx::|c10::|char|int|long|float|double|void|bool|"
                      r"unsigned)|VTT for std::|guard variable for|__cxxabiv1::)")
@@ -171,8 +171,13 @@ _STD_OK = re.compile(r"^(?:std::|__gnu_cxx::|operator new|operator delete|vtable
 _RET = re.compile(r"^(?:[\w:*&<>]+\s+)+?((?:c10|at|torch|std|pybind11|caffe2|__gnu_cxx|THP\w*)::.*)$")
 
 
+_DATA = re.compile(r"^(?:vtable for |typeinfo for |typeinfo name for |VTT for |construction vtable for |guard variable for )")
+
+
 def _strip_return_type(d: str) -> str:
-    """``float* at::TensorBase::data_ptr<float>() const`` -> ``at::TensorBase::data_ptr<float>() const``."""
+    """``float* at::TensorBase::data_ptr<float>() const`` -> ``at::TensorBase::data_ptr<float>() const``;
+    ``vtable for c10::TensorImpl`` -> ``c10::TensorImpl`` (class data is judged by its class's namespace)."""
+    d = _DATA.sub("", d)
     m = _RET.match(d)
     return m.group(1) if m else d
 

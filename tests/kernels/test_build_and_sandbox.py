@@ -58,7 +58,7 @@ def test_worker_has_no_network():
     r = evaluate(RS, HERE / "network.py", EvalConfig(profile=False))
     assert not r.correct and "runtime_error" in r.codes()
     assert r.sandbox["isolated"]
-    assert "Network is unreachable" in r.reason
+    assert "Connection refused" in r.reason or "unreachable" in r.reason  # a fresh network namespace: loopback only
 
 
 def test_harness_survives_a_crash():

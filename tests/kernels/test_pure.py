@@ -12,7 +12,7 @@ from shiftkit.kernels import metrics, reward, shm, static, stats, symbols
 from shiftkit.kernels.backends import get_backend
 from shiftkit.kernels.blocking import is_allowed
 from shiftkit.kernels.build import parse_compiler_output
-from shiftkit.kernels.evaluate import foreign_verdict
+from shiftkit.kernels.evaluate import coverage_verdict, foreign_verdict
 from shiftkit.kernels.findings import CODES, Finding
 from shiftkit.kernels.kernelbench import rewrite, scale_value, size_constants
 from shiftkit.kernels.perf import classify_path
@@ -144,6 +144,14 @@ def test_foreign_verdict_hand_computed():
     assert code == "torch_compute" and "30%" in msg
     assert foreign_verdict({"candidate": 10, "foreign": 80, "torch": 10}, 0.25)[0] == "foreign_compute"
     assert foreign_verdict({"torch": 10}, 0.25) is None  # too few samples to say anything
+
+
+def test_coverage_verdict_hand_computed():
+    # 100 ms of CPU at a 50 us period should give 2000 samples
+    assert coverage_verdict(1900, 100_000_000, 50) is None
+    assert coverage_verdict(601, 100_000_000, 50) is None  # 30 % is the bound
+    assert "2000" in coverage_verdict(100, 100_000_000, 50)  # sampling disabled or evaded
+    assert coverage_verdict(0, 1_000_000, 50) is None  # too little CPU time to say anything
 
 
 # ----------------------------------------------------------------------------- correctness
