@@ -242,7 +242,11 @@ def run_build(spec: BuildSpec, units: list[str], src: Path, out: Path, timeout_s
     env = sandbox.base_env()
     if isolate:
         plan = {"argvs": _compile_plan(spec, units), "tmp": "/tmp/b", "out": "/out", "limits": limits, "env": env}
-        ro = sandbox.python_paths() + (["/usr/local/cuda"] if spec.backend == "cuda" else [])
+        # a lean build sees the OS toolchain and the interpreter that runs it, not torch's binaries (nothing to
+        # embed with .incbin); a torch binding needs torch's headers and libraries
+        ro = (sandbox.python_paths() if spec.kind == "torch" else sorted({os.path.realpath(sys.base_prefix),
+                                                                          os.path.realpath(sys.base_exec_prefix)}))
+        ro += ["/usr/local/cuda"] if spec.backend == "cuda" else []
         cmd = sandbox.bwrap_argv(ro=ro, rw=[(str(out), "/out")], tmp_bytes=BUILD_TMP_BYTES, env=env,
                                  extra=["--ro-bind", str(src), "/src", "--chdir", "/tmp", "--"])
     else:  # allow_unisolated: the same plan on host paths

@@ -73,7 +73,7 @@ class EvalConfig:
     flush_llc: bool = True
     llc_flush_mb: int = 0  # 0: twice the detected last-level cache (capped at 64 MB)
     threads: int = 1
-    timeout_s: float = 120.0  # wall-clock budget of the evaluation after the build
+    timeout_s: float = 300.0  # wall-clock budget of the evaluation after the build (torch.compile workers need ~1 min)
     compile_timeout_s: float = 300.0  # wall-clock budget of the build
     build_jobs: int = 2
     mem_limit_mb: int = 4096
@@ -411,7 +411,7 @@ class _Evaluation:
         setup = {"mode": mode, "backend": c.backend, "device": self.device, "threads": c.threads,
                  "layout": self.s.layout if cand else "", "python_name": self.s.python_name if cand else "",
                  "builds": entries, "isolate": self.isolate, "mem_mb": c.mem_limit_mb if cand else 0,
-                 "cpu_s": int(c.timeout_s * 2) + 30, "max_output_bytes": c.max_output_bytes,
+                 "cpu_s": int(c.timeout_s * 2) + 30, "max_output_bytes": c.max_output_bytes if cand else 1 << 30,
                  "env": sandbox.base_env({"OMP_NUM_THREADS": str(c.threads), "MKL_NUM_THREADS": str(c.threads)}
                                          | ({"TORCHINDUCTOR_CACHE_DIR": "/inductor" if self.isolate else str(inductor),
                                              "TORCHINDUCTOR_COMPILE_THREADS": "1"} if mode == "compile" else {}))}
@@ -466,7 +466,7 @@ class _Evaluation:
         h = rr.header
         if not w.candidate_files and w.setup_mode != "candidate":
             if not h.get("ok"):
-                raise RuntimeError(f"the {w.setup_mode} baseline failed on {where}: {str(h.get('error', ''))[:300]}")
+                raise RuntimeError(f"the {w.setup_mode} baseline failed on {where}: {str(h.get('error', ''))[-1500:]}")
             return rr, w.outputs(out_lay, h.get("values") or [])
         if h.get("violations"):
             ops = ", ".join(f"{k} x{n}" for k, n in sorted(h["violations"].items()))
@@ -831,7 +831,8 @@ def evaluate(problem, solution, config: EvalConfig | None = None) -> Result:
     except ShiftkitError:
         raise
     except Exception as e:  # noqa: BLE001 - the one boundary: a harness failure is a finding, never a crash
-        res.findings.append(Finding("harness_error", f"{type(e).__name__}: {str(e)[:500]}", "error", res.stage))
+        msg = f"{type(e).__name__}: {e}"
+        res.findings.append(Finding("harness_error", msg if len(msg) < 2000 else msg[:1000] + " ... " + msg[-1000:], "error", res.stage))
         res.correct = False
         res.reason = f"harness error during {res.stage}: {type(e).__name__}"
     finally:

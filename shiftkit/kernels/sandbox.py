@@ -232,14 +232,15 @@ _ZYGOTES: dict[tuple, Zygote] = {}
 _ZLOCK = threading.Lock()
 
 
-def zygote(isolate: bool, inductor_dir: str) -> Zygote:
+def zygote(isolate: bool, inductor_dir: str, timeout_s: float = 300.0) -> Zygote:
+    """This process's zygote for (isolation, inductor cache), started on first use within ``timeout_s``."""
     key = (os.getpid(), isolate, inductor_dir)
     with _ZLOCK:
         z = _ZYGOTES.get(key)
         if z is None or not z.alive():
             if z is not None:
                 z.close()
-            z = _ZYGOTES[key] = Zygote(isolate, inductor_dir)
+            z = _ZYGOTES[key] = Zygote(isolate, inductor_dir, start_timeout_s=max(1.0, timeout_s))
         return z
 
 
@@ -299,7 +300,7 @@ class Worker:
                  sample_period_ns: int = 50_000):
         self.deadline = deadline
         self.isolate = setup.get("isolate", True)
-        self.zyg = zygote(self.isolate, inductor_dir)
+        self.zyg = zygote(self.isolate, inductor_dir, deadline - time.monotonic())
         self.wid = secrets.token_hex(8)
         self.dir = os.path.join(self.zyg.spool_host, self.wid)
         self.group = self.sampler = self.ch = self.sock = self.attribution = None

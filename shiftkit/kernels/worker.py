@@ -33,7 +33,9 @@ def _err(e: BaseException, kind: str = "runtime_error") -> dict:
         kind = "out_of_memory"
     elif isinstance(e, OSError) and getattr(e, "errno", None) == 27:  # EFBIG: RLIMIT_FSIZE on the log
         kind = "output_limit"
-    return {"ok": False, "kind": kind, "error": msg[:2000], "trace": traceback.format_exc()[-2000:]}
+    if len(msg) > 2000:  # a compiler's complaint (torch.compile) ends with the diagnostic
+        msg = msg[:1000] + " ... " + msg[-1000:]
+    return {"ok": False, "kind": kind, "error": msg, "trace": traceback.format_exc()[-2000:]}
 
 
 class _SourceFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -166,6 +166,33 @@ def test_sampler_attributes_a_childs_time_to_the_library_it_runs_in():
     assert m["torch"] < 0.1 * sum(m.values()), m
 
 
+def test_a_worker_runs_only_inside_its_rounds():
+    """Frozen on the reply and kept frozen: a thread that spins forever in the worker gets no CPU between
+    rounds (the cgroup's whole-tree counter does not move), and does get it inside a round."""
+    import tempfile
+    from pathlib import Path
+
+    from shiftkit.kernels import load_problem, sandbox
+
+    prob = load_problem(Path(__file__).parent / "problems" / "busy_thread.py")
+    setup = {"mode": "reference", "backend": "cpu", "device": "cpu", "threads": 1, "builds": [], "isolate": True,
+             "cpu_s": 300, "max_output_bytes": 100_000, "env": sandbox.base_env()}
+    w = sandbox.Worker(setup, {"problem.py": str(prob.path)}, 4096, 4096, time.monotonic() + 300, None, 64, 0,
+                       tempfile.gettempdir())
+    try:
+        w.load(wire.dumps_tensors({"init": [], "state": {}}))
+        x = prob.inputs(1)
+        lay_in, lay_out = shm.layout(list(x))[0], shm.layout(x[0] + 1.0)[0]
+        rr = w.round(list(x), lay_in, lay_out)
+        assert rr.header["ok"] and torch.equal(w.outputs(lay_out, []), x[0] + 1.0)
+        assert w.group.frozen()
+        c0 = w.group.cpu_ns()
+        time.sleep(0.3)
+        assert w.group.cpu_ns() == c0  # nothing ran between rounds
+    finally:
+        w.close()
+
+
 def test_input_region_is_read_only_for_the_worker():
     r = shm.Region("t", 4096, readonly_for_worker=True)
     try:
