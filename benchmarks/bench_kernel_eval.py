@@ -288,7 +288,7 @@ def bench_rewards(n: int, overrides: dict | None = None, cases: set | None = Non
                        **block_spread(blocks, base),
                        "reasons": reasons, "seconds_per_eval": statistics.median(secs), "loadavg_before_each": loads}
         print(f"  {label:28s} {kind:5s} rewards {rewards} flip {flips:.2f} inconclusive {sum(incon)} "
-              f"cv {rows[label]['paired_ratio_cv']:.3f} rounds {rounds} s/eval {rows[label]['seconds_per_eval']:.1f} load {loads[-1]}", flush=True)
+              f"cv {rows[label]['paired_ratio_cv'] or float('nan'):.3f} rounds {rounds} s/eval {rows[label]['seconds_per_eval']:.1f} load {loads[-1]}", flush=True)
     clear = [r for r in rows.values() if r["kind"] == "clear"]
     near = [r for r in rows.values() if r["kind"] == "near"]
     all_loads = [x[0] for r in rows.values() for x in r["loadavg_before_each"]]
@@ -306,8 +306,8 @@ def bench_rewards(n: int, overrides: dict | None = None, cases: set | None = Non
         "reward_flip_rate": {"clear_max": max(r["flip_rate"] for r in clear), "near_max": max(r["flip_rate"] for r in near),
                              "per_case": {k: v["flip_rate"] for k, v in rows.items()},
                              "goal": "0 for the clear cases, <= 0.10 with inconclusive reported for the near cases"},
-        "paired_ratio_cv": {"max": max(r["paired_ratio_cv"] for r in rows.values()),
-                            "median": statistics.median(r["paired_ratio_cv"] for r in rows.values()),
+        "paired_ratio_cv": {"max": max((r["paired_ratio_cv"] or float("inf")) for r in rows.values()),
+                            "median": statistics.median((r["paired_ratio_cv"] or float("inf")) for r in rows.values()),
                             "per_case": {k: v["paired_ratio_cv"] for k, v in rows.items()}, "goal": 0.03},
     }
 

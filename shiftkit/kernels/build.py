@@ -253,7 +253,7 @@ def run_build(spec: BuildSpec, units: list[str], src: Path, out: Path, timeout_s
         plan = {"argvs": _compile_plan(spec, units, str(src), str(out / "tmp")), "tmp": str(out / "tmp"), "out": str(out),
                 "limits": limits, "env": env}
         cmd = []
-    cmd += [sys.executable, "-I", "-S", "-c", _RUNNER, json.dumps(plan)]
+    cmd += [os.path.realpath(sys.executable), "-I", "-S", "-c", _RUNNER, json.dumps(plan)]  # the interpreter itself, not a venv link
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             close_fds=True, start_new_session=True, env=env, cwd="/")
     timed_out = False
@@ -349,6 +349,8 @@ def build(spec: BuildSpec, cache_dir: str | Path | None = None, timeout_s: float
             so = str(bdir / "out" / "ext.so")
             if timed_out:
                 errors = [CompileError(None, None, f"compile timed out after {timeout_s:.0f} s")]
+            elif log.startswith("bwrap:"):
+                errors = [CompileError(None, None, "the build sandbox failed to start: " + log.splitlines()[0][:300])]
             elif rc != 0 or not Path(so).is_file():
                 errors = parse_compiler_output(_nvcc_output_fixup(log))
                 if rc > 128 and (not errors or errors[0].file is None):
@@ -370,7 +372,7 @@ def build(spec: BuildSpec, cache_dir: str | Path | None = None, timeout_s: float
         shutil.rmtree(bdir / "src", ignore_errors=True)
         if not ok and so and Path(so).exists():
             os.unlink(so)
-        if any("timed out" in e.message or "could not be analysed" in e.message for e in errors):
+        if any(m in e.message for e in errors for m in ("timed out", "could not be analysed", "sandbox failed to start")):
             return res  # transient: never cache
         tmp = bdir / "result.json.tmp"
         tmp.write_text(json.dumps({k: v for k, v in res.to_dict().items() if k != "cached"}))
