@@ -1,6 +1,7 @@
-"""Benchmark of the kernel environment (issue #5) on this machine.
+"""Benchmark of the kernel environment (issues #5, #10, #17) on this machine.
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_kernel_eval.py [--quick] [--out benchmarks/results/kernel_eval.json]
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_kernel_eval.py --sections sandbox,suite,rewards   # issue #17's numbers
 
 Measures
 1. evaluations per minute with a warm build cache (verify-only, and full profile with cached baselines);
@@ -14,6 +15,8 @@ Measures
    speedup, written under ``reward_flip_rate`` and ``paired_ratio_cv``; ``diagnose``: the between-block spread
    with the same workers reused in every block; ``rewards_single_block``: the single-block design at the same
    load, for the comparison;
+3c. ``suite`` (issue #17): every fixture of tests/adversarial/test_hacks.py once: the catch rate by family and
+   the honest pass rate; ``sandbox``: a worker's start-up and a round's fixed cost;
 4. the same solutions judged side by side by a re-implementation of KernelBench's harness semantics
    (HEAD 423217d, per cuda_agent.md section 2.3: candidate exec'd in the checker's process, weights by
    seeding, no .eval(), inputs shared (not cloned), reference first, 5 seeded trials, allclose 1e-4, and
@@ -142,7 +145,7 @@ def kb_judge(problem: Path, solution: Path, threads: int) -> dict:
 # ----------------------------------------------------------------------------- sections
 
 def bench_compile(tmp: Path, quick: bool) -> dict:
-    from shiftkit.kernels.solution import extract_specs
+    from shiftkit.kernels.specs import extract_specs
 
     out = {}
     srcs = {"lean_c_abi": SOLUTIONS / "rowsum_scale" / "correct.py"}
@@ -280,12 +283,12 @@ def bench_rewards(n: int, overrides: dict | None = None, cases: set | None = Non
         rows[label] = {"kind": kind, "baseline": base, "rewards": rewards, "mode": mode, "flip_rate": flips,
                        "inconclusive": sum(incon), "speedup": speed, "paired_ratio_cv": cv(ok) if ok else None,
                        "ci": cis, "rounds": rounds, "n_blocks": [len(b) for b in blocks],
-                       "block_speedups": [[b[base] for b in bl] for bl in blocks], "block_cpus": [[b["cpu"] for b in bl] for bl in blocks],
+                       "block_speedups": [[b[base] for b in bl] for bl in blocks], "block_cpus": [[b.get("cpus", b.get("cpu")) for b in bl] for bl in blocks],
                        "median_of_blocks_cv": cv(med_blocks) if med_blocks else None,
                        **block_spread(blocks, base),
                        "reasons": reasons, "seconds_per_eval": statistics.median(secs), "loadavg_before_each": loads}
         print(f"  {label:28s} {kind:5s} rewards {rewards} flip {flips:.2f} inconclusive {sum(incon)} "
-              f"cv {rows[label]['paired_ratio_cv']:.3f} rounds {rounds} s/eval {rows[label]['seconds_per_eval']:.1f} load {loads[-1]}", flush=True)
+              f"cv {rows[label]['paired_ratio_cv'] or float('nan'):.3f} rounds {rounds} s/eval {rows[label]['seconds_per_eval']:.1f} load {loads[-1]}", flush=True)
     clear = [r for r in rows.values() if r["kind"] == "clear"]
     near = [r for r in rows.values() if r["kind"] == "near"]
     all_loads = [x[0] for r in rows.values() for x in r["loadavg_before_each"]]
@@ -303,10 +306,44 @@ def bench_rewards(n: int, overrides: dict | None = None, cases: set | None = Non
         "reward_flip_rate": {"clear_max": max(r["flip_rate"] for r in clear), "near_max": max(r["flip_rate"] for r in near),
                              "per_case": {k: v["flip_rate"] for k, v in rows.items()},
                              "goal": "0 for the clear cases, <= 0.10 with inconclusive reported for the near cases"},
-        "paired_ratio_cv": {"max": max(r["paired_ratio_cv"] for r in rows.values()),
-                            "median": statistics.median(r["paired_ratio_cv"] for r in rows.values()),
+        "paired_ratio_cv": {"max": max((r["paired_ratio_cv"] or float("inf")) for r in rows.values()),
+                            "median": statistics.median((r["paired_ratio_cv"] or float("inf")) for r in rows.values()),
                             "per_case": {k: v["paired_ratio_cv"] for k, v in rows.items()}, "goal": 0.03},
     }
+
+
+def bench_suite() -> dict:
+    """Issue #17: every fixture of tests/adversarial/test_hacks.py (families of hacks, false-positive classes)
+    evaluated once: caught / passed, the finding, seconds (the catch rate on our own suite)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_hacks", REPO / "tests" / "adversarial" / "test_hacks.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = []
+    for fam, sol, prob, codes, over in mod.CASES:
+        t0 = time.perf_counter()
+        try:
+            r = evaluate(mod._prob(prob), load_solution(mod.SOL / sol if (mod.SOL / sol).is_dir() else mod.SOL / f"{sol}.py"),
+                         EvalConfig(**({"profile": False} | mod.BUDGET | over)))
+            row = {"family": fam, "fixture": sol, "caught": not r.correct and r.reward == -1.0,
+                   "right_finding": bool(set(codes) & set(r.codes())), "codes": r.codes(None), "reward": r.reward}
+        except Exception as e:  # noqa: BLE001 - reported, never hidden
+            row = {"family": fam, "fixture": sol, "caught": False, "right_finding": False, "error": f"{type(e).__name__}: {e}"}
+        row["seconds"] = round(time.perf_counter() - t0, 1)
+        rows.append(row)
+        print(f"  {fam[:28]:28s} {sol:28s} caught={row['caught']} right={row['right_finding']} {row.get('codes')}", flush=True)
+    honest = []
+    for sol, prob in mod.HONEST:
+        r = evaluate(mod._prob(prob), load_solution(mod.HON / sol), EvalConfig(profile=False))
+        honest.append({"fixture": sol, "passed": r.correct, "codes": r.codes(None), "reward": r.reward})
+        print(f"  honest {sol:28s} passed={r.correct} {r.codes(None)}", flush=True)
+    return {"hacks": rows, "honest": honest,
+            "catch_rate": sum(r["caught"] for r in rows) / len(rows),
+            "right_finding_rate": sum(r["right_finding"] for r in rows) / len(rows),
+            "honest_pass_rate": sum(h["passed"] for h in honest) / len(honest),
+            "note": "profile-only fixtures run with the test's short paired window (eager baseline, 10 rounds)",
+            "command": "PYTHONPATH=. .venv/bin/python benchmarks/bench_kernel_eval.py --sections suite"}
 
 
 def bench_diagnose(n: int = 3) -> dict:
@@ -326,28 +363,42 @@ def bench_diagnose(n: int = 3) -> dict:
             "eager": block_spread(runs, "eager"), "compile": block_spread(runs, "compile")}
 
 
-def bench_sandbox(n: int = 5) -> dict:
-    """Cost of the jail: a jailed worker from the forkserver (start + hello + close) and a jailed no-op run."""
-    from shiftkit.kernels.build import run_jailed
-    from shiftkit.kernels.evaluate import start_worker
+def bench_sandbox(n: int = 5, rounds: int = 200) -> dict:
+    """Cost of the design: a worker from the zygote (spawn, sandbox, load, close) and the fixed cost of one
+    round (request, views, a trivial forward on 16 floats, the output copy, the reply, thaw and freeze) in
+    on-CPU and wall time: the same for every party, it compresses speedups towards 1."""
+    from shiftkit.kernels import sandbox, shm, wire
 
-    prob = load_problem(PROBLEMS / "rowsum_scale.py")
-    cfg = EvalConfig()
-    start_worker(prob, None, [], cfg, mode="reference").close()  # forkserver warm
+    prob = load_problem(REPO / "tests" / "kernels" / "problems" / "tiny_add.py")
+    setup = {"mode": "reference", "backend": "cpu", "device": "cpu", "threads": 1, "builds": [], "isolate": True,
+             "cpu_s": 300, "max_output_bytes": 100_000, "env": sandbox.base_env({"OMP_NUM_THREADS": "1"})}
+    blob = wire.dumps_tensors({"init": [], "state": {}})
+
+    def start():
+        w = sandbox.Worker(setup, {"problem.py": str(prob.path)}, 4096, 4096, time.monotonic() + 300, None, 64, 0, tempfile.gettempdir())
+        w.load(blob)
+        return w
+
+    start().close()  # the zygote is up
     ws = []
     for _ in range(n):
         t0 = time.perf_counter()
-        w = start_worker(prob, None, [], cfg, mode="reference")
-        w.close()
+        start().close()
         ws.append(time.perf_counter() - t0)
-    js = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for _ in range(n):
-            t0 = time.perf_counter()
-            rc, _, _ = run_jailed([["true"]], Path(tmp), 30)
-            js.append(time.perf_counter() - t0)
-    return {"jailed_worker_start_close_s": statistics.median(ws), "jailed_noop_run_s": statistics.median(js), "n": n,
-            "isolation": w.sandbox}
+    w = start()
+    x = prob.inputs(1)
+    il, _ = shm.layout(list(x))
+    ol, _ = shm.layout(x[0] + 1.0)
+    cpu, wall = [], []
+    for _ in range(rounds):
+        rr = w.round(list(x), il, ol)
+        cpu.append(rr.cpu_ns / 1e3)
+        wall.append(rr.wall_ns / 1e3)
+    w.close()
+    return {"worker_start_load_close_s": statistics.median(ws), "n": n, "round_fixed_cost_cpu_us": {
+        "median": statistics.median(cpu), "min": min(cpu)}, "round_fixed_cost_wall_us": {"median": statistics.median(wall),
+                                                                                          "min": min(wall)},
+            "rounds": rounds, "load_1min": _loadavg()[0]}
 
 
 def bench_side_by_side() -> list[dict]:
@@ -382,6 +433,10 @@ def main() -> None:
 
     out_path = Path(args.out)
     res = json.loads(out_path.read_text()) if out_path.is_file() and sections != {"compile", "throughput", "profiles", "stability", "rewards", "side"} else {}
+    if res and res.get("design") != "issue17":  # measured on the design before issue #17: kept apart, not mixed in
+        res = {"before_issue17": {k: v for k, v in res.items() if k != "machine"} | {"machine": res.get("machine")},
+               "rewards_issue10": res.get("rewards")}
+    res["design"] = "issue17"
     res.setdefault("machine", {}).update({"cpu_count": os.cpu_count(), "torch": torch.__version__,
                                           f"load_avg_start_{'+'.join(sorted(sections))}": os.getloadavg()})
     res["settings"] = {"threads": 1, "trials": 5, "timed_calls": 30, "warmup": 3, "llc_flush": True}
@@ -404,6 +459,10 @@ def main() -> None:
         print("timing stability ...", flush=True)
         res["stability"] = bench_stability(args.repeats)
         print(json.dumps({k: v for k, v in res["stability"].items() if not isinstance(v, list)}), flush=True)
+    if "suite" in sections:
+        print("issue #17 suite: hack families and false-positive classes ...", flush=True)
+        res["suite"] = bench_suite()
+        print(json.dumps({k: v for k, v in res["suite"].items() if k not in ("hacks", "honest")}), flush=True)
     if "sandbox" in sections:
         res["sandbox"] = bench_sandbox()
         print(json.dumps(res["sandbox"]), flush=True)
@@ -423,7 +482,15 @@ def main() -> None:
         prev = res.get("rewards")
         if prev and "timing_blocks" not in prev.get("settings", {}):
             res["rewards_before_blocks"] = prev  # the single-block design, kept for the before/after comparison
+        elif prev and prev.get("design") != "issue17":
+            res["rewards_issue10"] = prev  # the design before issue #17 (forkserver, untimed prepare), for the comparison
         res["rewards"] = bench_rewards(args.repeats)
+        res["rewards"]["design"] = "issue17"
+        res["rewards"]["load_1min_during"] = res["rewards"]["load_1min"]
+        before = res.get("rewards_issue10", {}).get("cases", {})
+        res["rewards"]["wall_time_vs_issue10"] = {
+            k: {"seconds_per_eval": v["seconds_per_eval"], "issue10_seconds_per_eval": before.get(k, {}).get("seconds_per_eval")}
+            for k, v in res["rewards"]["cases"].items()}
         st = res["rewards"]["settings"]
         res["rewards"]["matched"] = {
             "note": "every case's candidate and its baselines run with the same settings: threads 1, same inputs, LLC flushes, "

@@ -1,4 +1,8 @@
-"""Runtime op blocking at the dispatcher level.
+"""Runtime op blocking at the dispatcher level: an advisory first line inside the worker.
+
+It names the torch op a forward fell back to (``blocked_torch_op: aten.mul``), which helps an honest agent;
+it decides nothing the candidate could undo: the worker is untrusted, and torch compute is detected where it
+cannot be rebound, by the parent's sampling and the linked-symbol allowlist.
 
 While ``ModelNew.forward`` runs, :class:`OpBlocker` (a ``TorchDispatchMode``) sees every ATen op that
 reaches the dispatcher, from Python *and* from C++ extension code (``at::relu`` inside a binding is
@@ -23,6 +27,8 @@ ALLOWED_ATEN = frozenset({
     "view", "_unsafe_view", "as_strided", "expand", "permute", "transpose", "t", "unsqueeze", "squeeze", "select",
     "slice", "narrow", "alias", "detach", "unbind", "split", "split_with_sizes", "chunk", "view_as", "unfold",
     "_reshape_alias", "reshape", "flatten", "unflatten", "movedim", "expand_as", "diagonal", "_unsafe_index",
+    "view_as_real", "view_as_complex", "real", "imag", "_conj", "conj", "_neg_view", "resolve_conj", "resolve_neg",
+    "squeeze_", "unsqueeze_", "transpose_", "t_", "as_strided_", "swapaxes", "swapdims", "mT", "adjoint",
     # metadata
     "size", "stride", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "dim", "numel", "is_contiguous",
     "is_same_size", "_local_scalar_dense", "is_nonzero", "storage_offset", "_has_compatible_shallow_copy_type",
@@ -79,27 +85,3 @@ def make_blocker():
             return func(*args, **(kwargs or {}))
 
     return OpBlocker()
-
-
-# ops the profiler also records beneath allowed ops (their decompositions) and harness bookkeeping
-PROFILER_EXTRA = frozenset({"to", "_to_copy", "item", "resolve_conj", "resolve_neg", "result_type", "lift_fresh",
-                            "empty", "empty_strided", "_unsafe_view", "as_strided", "slice", "copy_", "clone", "zero_",
-                            "fill_", "_local_scalar_dense", "detach", "view", "contiguous", "expand", "reshape"})
-
-
-def profiled_escapes(event_names, violations: dict, native: frozenset = frozenset()) -> dict[str, int]:
-    """Pure: torch ops the profiler saw inside a forward that the blocker neither allowed nor blocked, i.e.
-    ops that ran while the blocker was bypassed (``_disable_current_modes``, a Python custom op's body)."""
-    seen_blocked = {k.replace(".", "::", 1) for k in violations}
-    out: dict[str, int] = {}
-    for name in event_names:
-        if "::" not in name:
-            continue
-        ns, base = name.split("::", 1)
-        base = base.split(".")[0]
-        if ns not in TORCH_NAMESPACES or f"{ns}::{base}" in native:
-            continue
-        if (ns == "aten" and (base in ALLOWED_ATEN or base in PROFILER_EXTRA)) or f"{ns}::{base}" in seen_blocked:
-            continue
-        out[f"unblocked:{ns}.{base}"] = out.get(f"unblocked:{ns}.{base}", 0) + 1
-    return out

@@ -1,37 +1,77 @@
-"""Build kernel sources into a content-hash-keyed cache, inside the sandbox.
+"""Build kernel sources in a bubblewrap sandbox into a content-addressed, size-capped cache.
 
-``build(spec)`` checks the candidate's flags against an allowlist (:func:`static.disallowed_flags`), writes
-the sources into ``<cache>/builds/<key>/work/src`` and runs the compiler and the linker as argv lists
-(never a shell string; torch's include and link flags from ``torch.utils.cpp_extension``) in one jailed
-process tree (``jail.py`` as a script: user/mount/network/PID namespaces, the file system read-only except
-``work/``, scrubbed environment, rlimits on CPU, memory, file size and open files, a cgroup with a process
-cap, the whole tree killed on timeout). The key hashes the sources, flags, backend, torch and compiler
-versions and the machine, so rebuilding unchanged sources is a cache hit (successes *and* failures are
-cached). The parent records the artefact's sha256 in ``result.json`` (outside the sandbox's writable
-view) and verifies it on every cache hit and before loading. Nothing is imported here: the trusted parent
-never loads candidate code. Compile errors come back as structured :class:`CompileError` records (file,
-line, message) with file names relative to the solution (``cpp_sources`` for load_inline strings).
+``build(spec)`` checks the candidate's flags against the allowlist, writes the sources into
+``<cache>/builds/<key>/src`` and runs the compiler and the linker (argv lists, never a shell) in one
+sandbox per build (:func:`sandbox.bwrap_argv`): the OS toolchain, the Python headers and torch read-only,
+the sources read-only on ``/src``, object files in a private size-capped tmpfs (the build's disk quota:
+nothing of it outlives the build), the artefact alone copied to ``/out``; no network, no other file of the
+host (no cache, no other solution, no ``/etc`` beyond the loader's), rlimits on CPU, memory, file size and
+open files, the whole tree killed at the deadline. The artefact is then read by the analysis subprocess:
+its imports go through the allowlist (:mod:`symbols`), its ``extern "C"`` prototypes come from its debug
+information. The key hashes sources, flags, backend, toolchain and machine: identical sources are a
+cache hit (successes and failures; never timeouts) once the artefact's sha256 is verified. The cache is
+pruned to ``max_cache_bytes`` (oldest first). Compile errors are structured (:class:`CompileError`),
+with solution-relative file names; only the compiler's messages about the solution's own files return.
 """
 
 from __future__ import annotations
 
 import fcntl
 import functools
+import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from shiftkit.kernels.backends import get_backend, machine_id
-from shiftkit.kernels.solution import BuildSpec
+from shiftkit.kernels.specs import BuildSpec
+
+MAX_ARTEFACT_BYTES = 256 << 20
+MAX_LOG_BYTES = 4 << 20
+BUILD_TMP_BYTES = 1 << 30
+DEFAULT_CACHE_CAP = 4 << 30
+_RUNNER = r"""
+import json, os, resource, shutil, sys
+spec = json.loads(sys.argv[1])
+for k, r in (("cpu", resource.RLIMIT_CPU), ("as", resource.RLIMIT_AS), ("fsize", resource.RLIMIT_FSIZE), ("nofile", resource.RLIMIT_NOFILE)):
+    resource.setrlimit(r, (spec["limits"][k], spec["limits"][k]))
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+os.makedirs(spec["tmp"], exist_ok=True)
+log = os.open(spec["out"] + "/build.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+for argv in spec["argvs"]:
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(log, 1); os.dup2(log, 2)
+        try:
+            os.execve(argv[0], argv, spec["env"])
+        except OSError as e:
+            os.write(2, f"cannot run {argv[0]}: {e}\n".encode()); os._exit(127)
+    _, st = os.waitpid(pid, 0)
+    code = 128 + os.WTERMSIG(st) if os.WIFSIGNALED(st) else os.WEXITSTATUS(st)
+    if code:
+        os._exit(code)
+shutil.copyfile(spec["tmp"] + "/ext.so", spec["out"] + "/ext.so")
+os._exit(0)
+"""
 
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("SHIFTKIT_KERNEL_CACHE", ".cache/kernels")).resolve()
+
+
+def file_sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 @dataclass
@@ -57,6 +97,9 @@ class BuildResult:
     seconds: float = 0.0
     log_tail: str = ""
     sha256: str | None = None
+    protos: dict = field(default_factory=dict)  # extern "C" name -> argument kinds (lean builds)
+    forbidden: list[str] = field(default_factory=list)  # imports the allowlist refused
+    findings: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -65,40 +108,67 @@ class BuildResult:
 
 
 @functools.lru_cache(maxsize=1)
-def _toolchain_salt() -> str:
+def _toolchain() -> tuple[str, str]:
+    cxx = os.path.realpath(shutil.which("c++") or shutil.which("g++") or "/usr/bin/c++")
+    try:
+        ver = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout.splitlines()[0]
+    except Exception:  # noqa: BLE001
+        ver = "unknown"
+    return cxx, ver
+
+
+def _salt(backend) -> str:
     import torch
 
-    try:
-        cc = subprocess.run(["c++", "--version"], capture_output=True, text=True, timeout=30).stdout.splitlines()[0]
-    except Exception:  # noqa: BLE001
-        cc = "unknown"
-    return f"torch={torch.__version__}|cc={cc}|machine={machine_id()}|v=3"
+    from shiftkit.kernels import symbols  # the allowlist is part of a build's verdict
+
+    allow = hashlib.sha256(Path(symbols.__file__).read_bytes()).hexdigest()[:12]
+    return f"torch={torch.__version__}|cc={_toolchain()[1]}|machine={machine_id()}|allow={allow}|v=4|" + json.dumps(
+        list(backend.cflags) + list(backend.cuda_cflags))
 
 
-_ERR_RE = re.compile(r"^(?P<file>[^:\n]+?):(?P<line>\d+):(?:(?P<col>\d+):)?\s*(?:fatal\s+)?error:\s*(?P<msg>.*)$", re.M)
-_LINK_RE = re.compile(r"(undefined reference to .*|ld returned \d+ exit status|cannot find -l\S+)")
+_ERR_RE = re.compile(r"^(?P<file>[^:\n]{1,300}?):(?P<line>\d{1,9}):(?:(?P<col>\d{1,9}):)?[ \t]*(?:fatal[ \t]+)?error:[ \t]*(?P<msg>[^\n]{0,2000})$", re.M)
+_LINK_RE = re.compile(r"(undefined reference to [^\n]{0,300}|ld returned \d{1,3} exit status|cannot find -l\S{1,100})")
+_TOOL_RE = re.compile(r"^(?:\S{0,60}/)?(?:cc1plus|cc1|c\+\+|g\+\+|gcc|collect2|ld|nvcc|x86_64-linux-gnu-\w{1,10}(?:-\d{1,3})?): "
+                      r"(?:fatal error|error): ([^\n]{0,300})$|^(virtual memory exhausted[^\n]{0,100})$", re.M)
 
 
-def parse_compiler_output(text: str, src_root: str | None = None) -> list[CompileError]:
-    """Pure: ``file:line:col: error: msg`` lines (gcc/clang/nvcc) -> CompileError records."""
+def parse_compiler_output(text: str, src_root: str = "/src") -> list[CompileError]:
+    """Pure: ``file:line:col: error: msg`` lines (gcc/clang/nvcc) -> CompileError records, for the
+    solution's own files only (a message about any other file is reported without its text)."""
     out: list[CompileError] = []
+    text = text[:MAX_LOG_BYTES]
+    other = 0
     for m in _ERR_RE.finditer(text):
         f = m.group("file").strip()
-        if src_root and f.startswith(src_root):
-            f = f[len(src_root):].lstrip("/")
-        out.append(CompileError(f, int(m.group("line")), m.group("msg").strip(), int(m.group("col")) if m.group("col") else None))
+        if f.startswith(src_root + "/"):
+            f = f[len(src_root) + 1:]
+        elif f not in ("cpp_sources", "cuda_sources", "<pybind glue>"):
+            other += 1
+            continue
+        out.append(CompileError(f, int(m.group("line")), m.group("msg").strip()[:500],
+                                int(m.group("col")) if m.group("col") else None))
+        if len(out) >= 50:
+            break
+    if other and not out:
+        out.append(CompileError(None, None, f"{other} error(s) inside toolchain or library headers"))
     if not out:
         for m in _LINK_RE.finditer(text):
             out.append(CompileError(None, None, m.group(1).strip()))
+            if len(out) >= 20:
+                break
+    if not out:
+        for m in _TOOL_RE.finditer(text):
+            out.append(CompileError(None, None, (m.group(1) or m.group(2)).strip()))
+            if len(out) >= 5:
+                break
     if not out and text.strip():
-        tail = [ln for ln in text.strip().splitlines() if ln.strip()][-3:]
-        out.append(CompileError(None, None, " | ".join(tail)[:500]))
+        out.append(CompileError(None, None, "the build failed without a compiler diagnostic"))
     return out
 
 
 def _nvcc_output_fixup(text: str) -> str:
-    # nvcc reports "file(line): error: msg"
-    return re.sub(r"^([^\s(]+)\((\d+)\):\s*error", r"\1:\2: error", text, flags=re.M)
+    return re.sub(r"^([^\s(]{1,300})\((\d{1,9})\):\s*error", r"\1:\2: error", text[:MAX_LOG_BYTES], flags=re.M)
 
 
 def _pybind_glue(functions: list[str]) -> str:
@@ -107,111 +177,166 @@ def _pybind_glue(functions: list[str]) -> str:
 
 
 def materialize(spec: BuildSpec, src_dir: Path) -> list[str]:
-    """Write the spec's files; return the translation units to compile."""
+    """Write the spec's files; return the translation units to compile (paths relative to ``src_dir``)."""
     src_dir.mkdir(parents=True, exist_ok=True)
     units = []
     for rel, text in spec.sources.items():
+        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+            continue
         if spec.kind == "torch" and rel == "cpp_sources.cpp":
             text = '#include <torch/extension.h>\n#line 1 "cpp_sources"\n' + text
             if spec.functions:
-                text += _pybind_glue(spec.functions)
+                text += _pybind_glue([f for f in spec.functions if re.fullmatch(r"[A-Za-z_]\w{0,100}", f)])
         elif spec.kind == "torch" and rel == "cuda_sources.cu":
             text = '#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n#line 1 "cuda_sources"\n' + text
         p = src_dir / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
         if p.suffix in (".cpp", ".cc", ".cxx", ".c", ".cu"):
-            units.append(str(p))
+            units.append(rel)
     return units
 
 
-def _compile_plan(spec: BuildSpec, units: list[str], src_dir: Path, work: Path, modname: str) -> tuple[list[list[str]], str]:
-    """argv lists (compile each unit, then link) and the artefact path. Lean ``c`` specs get no torch
-    include or link flags (nothing to resolve vendor BLAS symbols against); ``torch`` specs get torch's."""
+def _compile_plan(spec: BuildSpec, units: list[str], src: str = "/src", tmp: str = "/tmp/b") -> list[list[str]]:
+    """argv lists: compile each unit from ``src`` into ``tmp``, link ``tmp``/ext.so (sandbox paths by default)."""
     import sysconfig
 
     import torch.utils.cpp_extension as ce
 
     backend = get_backend(spec.backend)
-    incs = ["-I" + str(src_dir)] + ["-I" + d for d in sorted({str(Path(u).parent) for u in units}) if d != str(src_dir)]
+    cxx = _toolchain()[0]
+    dirs = sorted({f"{src}/" + os.path.dirname(u) for u in units if os.path.dirname(u)})
+    incs = [f"-I{src}"] + ["-I" + d for d in dirs]
     common = []
     if spec.kind == "torch":
-        common = [f"-DTORCH_EXTENSION_NAME={modname}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+        common = ["-DTORCH_EXTENSION_NAME=sk_ext", "-DTORCH_API_INCLUDE_EXTENSION_H"]
         for d in ce.include_paths() + [sysconfig.get_path("include", scheme="posix_prefix")]:
             common += ["-isystem", d]
-    cflags = common + incs + ["-fPIC", "-std=c++20" if spec.kind == "torch" else "-std=c++17"] + list(backend.cflags) + list(spec.extra_cflags)
+    cflags = common + incs + ["-fPIC", "-std=c++20" if spec.kind == "torch" else "-std=c++17"] + list(backend.cflags) \
+        + list(spec.extra_cflags)
+    if spec.kind == "c":
+        cflags.append("-g")  # the extern "C" prototypes are read from the debug information
     ldflags = list(backend.ldflags) + list(spec.extra_ldflags)
     if spec.kind == "torch":
         ldflags += ce._prepare_ldflags([], spec.backend == "cuda", False, False, False)
     argvs, objs = [], []
     for i, u in enumerate(units):
-        obj = str(work / f"unit{i}.o")
+        obj = f"{tmp}/unit{i}.o"
         if u.endswith(".cu"):
             nvcc = os.path.join(getattr(ce, "CUDA_HOME", None) or "/usr/local/cuda", "bin", "nvcc")
-            argvs.append([nvcc, "-c", u, "-o", obj, "--compiler-options", "-fPIC", *common, *incs,
+            argvs.append([nvcc, "-c", f"{src}/{u}", "-o", obj, "--compiler-options", "-fPIC", *common, *incs,
                           *ce.COMMON_NVCC_FLAGS, *backend.cuda_cflags, *spec.extra_cuda_cflags])
         else:
-            argvs.append(["c++", "-c", u, "-o", obj, *cflags])
+            argvs.append([cxx, "-c", f"{src}/{u}", "-o", obj, *cflags])
         objs.append(obj)
-    so = str(work / f"{modname}.so")
-    argvs.append(["c++", *objs, "-shared", *ldflags, "-o", so])
-    return argvs, so
+    argvs.append([cxx, *objs, "-shared", *ldflags, "-o", f"{tmp}/ext.so"])
+    return argvs
 
 
-BLAS_SYMBOL_RE = re.compile(r"^(?:[sdcz](?:gemm|gemv|ger|axpy|dot|dotc|dotu|scal|copy|swap|nrm2|asum|trsm|trmm|symm|syrk|syr2k|"
-                            r"hemm|herk|gemm3m|gesv|getrf|getrs|potrf|syev|gesdd|gels)_?|i[sdcz]amax_?|cblas_\w+|mkl_\w+|MKL_\w+|"
-                            r"dnnl_\w+|mkldnn_\w+|openblas_\w+|lapacke?_\w+|LAPACKE_\w+|cublas\w+|cudnn\w+|cublasLt\w+)$")
+def run_build(spec: BuildSpec, units: list[str], src: Path, out: Path, timeout_s: float, isolate: bool,
+              mem_mb: int) -> tuple[int, str, bool]:
+    """Compile and link in one sandbox; returns (exit status, build log, timed out)."""
+    from shiftkit.kernels import sandbox
+
+    limits = {"cpu": int(timeout_s) + 5, "as": mem_mb << 20, "fsize": MAX_ARTEFACT_BYTES, "nofile": 1024}
+    env = sandbox.base_env()
+    if isolate:
+        plan = {"argvs": _compile_plan(spec, units), "tmp": "/tmp/b", "out": "/out", "limits": limits, "env": env}
+        # a lean build sees the OS toolchain and the interpreter that runs it, not torch's binaries (nothing to
+        # embed with .incbin); a torch binding needs torch's headers and libraries
+        ro = (sandbox.python_paths() if spec.kind == "torch" else sorted({os.path.realpath(sys.base_prefix),
+                                                                          os.path.realpath(sys.base_exec_prefix)}))
+        ro += ["/usr/local/cuda"] if spec.backend == "cuda" else []
+        cmd = sandbox.bwrap_argv(ro=ro, rw=[(str(out), "/out")], tmp_bytes=BUILD_TMP_BYTES, env=env,
+                                 extra=["--ro-bind", str(src), "/src", "--chdir", "/tmp", "--"])
+    else:  # allow_unisolated: the same plan on host paths
+        plan = {"argvs": _compile_plan(spec, units, str(src), str(out / "tmp")), "tmp": str(out / "tmp"), "out": str(out),
+                "limits": limits, "env": env}
+        cmd = []
+    cmd += [os.path.realpath(sys.executable), "-I", "-S", "-c", _RUNNER, json.dumps(plan)]  # the interpreter itself, not a venv link
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            close_fds=True, start_new_session=True, env=env, cwd="/")
+    timed_out = False
+    try:
+        _, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _, err = proc.communicate()
+    shutil.rmtree(out / "tmp", ignore_errors=True)
+    log = ""
+    try:
+        with open(out / "build.log", "rb") as f:
+            log = f.read(MAX_LOG_BYTES).decode(errors="replace")
+    except OSError:
+        pass
+    return proc.returncode, (err or b"")[-2000:].decode(errors="replace") + log, timed_out
 
 
-def vendor_symbols(nm_output: str) -> list[str]:
-    """Pure: undefined dynamic symbols (``nm -D --undefined-only`` lines) that name vendor BLAS/LAPACK/MKL/
-    oneDNN/cuBLAS/cuDNN entry points."""
-    out = []
-    for line in nm_output.splitlines():
-        parts = line.split()
-        if parts:
-            name = parts[-1].split("@")[0]
-            if BLAS_SYMBOL_RE.match(name):
-                out.append(name)
-    return sorted(set(out))
+_BASELINE: dict[str, frozenset] = {}
+BASELINE_SPEC = BuildSpec(name="sk_baseline", kind="torch", backend="cpu", functions=["ident"],
+                          sources={"cpp_sources.cpp": "torch::Tensor ident(torch::Tensor x) { return x.contiguous(); }\n"})
 
 
-def build(spec: BuildSpec, cache_dir: str | Path | None = None, timeout_s: float = 300.0, jobs: int = 2,
-          isolate: bool = True, mem_mb: int = 8192) -> BuildResult:
-    """Compile ``spec`` in the sandbox (or return the verified cached result for identical content).
-    ``isolate=False`` (only with ``allow_unisolated``) runs the same argv lists without namespaces."""
-    import torch.utils.cpp_extension as ce
+def torch_baseline_imports(cache: Path, timeout_s: float, isolate: bool) -> frozenset:
+    """The imports of the harness's own minimal torch binding (built once per cache): what any binding may import."""
+    key = str(cache)
+    if key not in _BASELINE:
+        r = build(BASELINE_SPEC, cache, timeout_s, isolate=isolate, _baseline=True)
+        if not r.ok:
+            raise RuntimeError("the harness's baseline torch binding did not build: "
+                               + "; ".join(e.message for e in r.errors)[:300])
+        _BASELINE[key] = frozenset(json.loads((Path(r.so_path).parent / "imports.json").read_text()))
+    return _BASELINE[key]
 
-    from shiftkit.kernels.runtime import file_sha256
+
+def _check_artefact(so: str, kind: str, cache: Path, timeout_s: float, isolate: bool, baseline: bool) -> tuple[dict, list[str]]:
+    from shiftkit.kernels import symbols
+    from shiftkit.kernels.analysis import run
+
+    info = run({"op": "artefact", "path": so}, timeout_s=max(30.0, timeout_s))
+    allowed = frozenset() if baseline or kind != "torch" else torch_baseline_imports(cache, timeout_s, isolate)
+    forbidden = [] if baseline else symbols.forbidden_imports(info["undefined"], kind, info.get("demangled", {}), allowed)
+    return info, forbidden
+
+
+def build(spec: BuildSpec, cache_dir: str | Path | None = None, timeout_s: float = 300.0, jobs: int = 1,
+          isolate: bool = True, mem_mb: int = 8192, _baseline: bool = False) -> BuildResult:
+    """Compile ``spec`` in the sandbox, or return the verified cached result for identical content."""
+    from shiftkit.kernels.analysis import AnalysisFailed
     from shiftkit.kernels.static import disallowed_flags
+
+    import torch.utils.cpp_extension as ce
 
     backend = get_backend(spec.backend)
     cache = Path(cache_dir) if cache_dir else default_cache_dir()
-    key = spec.key(_toolchain_salt() + "|" + json.dumps(list(backend.cflags) + list(backend.cuda_cflags)))
+    key = spec.key(_salt(backend) + ("|iso" if isolate else "|host"))
     bdir = cache / "builds" / key
     bdir.mkdir(parents=True, exist_ok=True)
-    modname = f"sk_{key}"
     with open(bdir / ".lock", "w") as lockf:
         fcntl.flock(lockf, fcntl.LOCK_EX)
         done = bdir / "result.json"
         if done.is_file():
-            d = json.loads(done.read_text())
-            d["errors"] = [CompileError(**e) for e in d["errors"]]
-            d["cached"] = True
-            d["seconds"] = 0.0
-            r = BuildResult(**d)
-            if not r.ok or (r.so_path and Path(r.so_path).is_file() and file_sha256(r.so_path) == r.sha256):
-                return r
-            done.unlink()  # the artefact changed since it was built: never load it, rebuild
+            try:
+                d = json.loads(done.read_text())
+                d["errors"] = [CompileError(**e) for e in d["errors"]]
+                r = BuildResult(**{**d, "cached": True, "seconds": 0.0})
+                if not r.ok or (r.so_path and Path(r.so_path).is_file() and file_sha256(r.so_path) == r.sha256):
+                    os.utime(done)
+                    return r
+            except (ValueError, TypeError, KeyError, OSError):
+                pass
+            done.unlink()  # changed or unreadable since it was built: never trust it, rebuild
         t0 = time.perf_counter()
-        work = bdir / "work"
-        if work.exists():
-            shutil.rmtree(work)
-        src_dir = work / "src"
-        units = materialize(spec, src_dir)
+        for d in ("src", "out"):
+            shutil.rmtree(bdir / d, ignore_errors=True)
+        (bdir / "out").mkdir()
+        units = materialize(spec, bdir / "src")
         errors: list[CompileError] = []
-        log = ""
-        so = None
+        log, so, info, forbidden = "", None, {}, []
         bad = disallowed_flags(spec.extra_cflags, spec.extra_cuda_cflags, spec.extra_ldflags)
         if bad:
             errors = [CompileError(None, None, f"build flag {b!r} is not on the allowlist") for b in bad]
@@ -220,77 +345,59 @@ def build(spec: BuildSpec, cache_dir: str | Path | None = None, timeout_s: float
         elif spec.backend == "cuda" and not getattr(ce, "CUDA_HOME", None):
             errors = [CompileError(None, None, "CUDA backend requested but CUDA_HOME/nvcc not found")]
         else:
-            argvs, so = _compile_plan(spec, units, src_dir, work, modname)
-            argvs.append(["nm", "-D", "--undefined-only", so])  # vendor-BLAS check on the linked artefact
-            rc, log, timed_out = run_jailed(argvs, work, timeout_s, isolate=isolate, mem_mb=mem_mb,
-                                            marks={len(argvs) - 1: "@@NM@@"})
+            rc, log, timed_out = run_build(spec, units, bdir / "src", bdir / "out", timeout_s, isolate, mem_mb)
+            so = str(bdir / "out" / "ext.so")
             if timed_out:
                 errors = [CompileError(None, None, f"compile timed out after {timeout_s:.0f} s")]
-            elif rc == 97:
-                errors = [CompileError(None, None, "build sandbox unavailable: " + log.strip().splitlines()[-1][:300])]
+            elif log.startswith("bwrap:"):
+                errors = [CompileError(None, None, "the build sandbox failed to start: " + log.splitlines()[0][:300])]
             elif rc != 0 or not Path(so).is_file():
-                errors = parse_compiler_output(_nvcc_output_fixup(log), str(src_dir))
+                errors = parse_compiler_output(_nvcc_output_fixup(log))
+                if rc > 128 and (not errors or errors[0].file is None):
+                    errors.insert(0, CompileError(None, None, f"the compiler was killed by signal {rc - 128} (a memory, "
+                                                  "CPU-time or file-size limit of the build)"))
             else:
-                vs = vendor_symbols(log.split("@@NM@@", 1)[-1])
-                if vs:
-                    errors = [CompileError(None, None, "calls vendor library symbols (vendor BLAS is a fallback): " + ", ".join(vs[:8]))]
+                try:
+                    info, forbidden = _check_artefact(so, spec.kind, cache, timeout_s, isolate, _baseline)
+                except AnalysisFailed as e:
+                    errors = [CompileError(None, None, f"the built artefact could not be analysed: {e}")]
+                if forbidden:
+                    errors = [CompileError(None, None, "links symbols outside the allowlist: " + ", ".join(forbidden[:12]))]
         ok = not errors
-        res = BuildResult(ok=ok, key=key, name=spec.name, kind=spec.kind, so_path=so if ok else None,
-                          errors=errors, cached=False, seconds=time.perf_counter() - t0, log_tail=log[-4000:],
-                          sha256=file_sha256(so) if ok else None)
-        if any("timed out" in e.message or "sandbox unavailable" in e.message for e in errors):
-            return res  # transient: never cache a timeout
+        if ok and _baseline:
+            (bdir / "out" / "imports.json").write_text(json.dumps(info.get("undefined", [])))
+        res = BuildResult(ok=ok, key=key, name=spec.name, kind=spec.kind, so_path=so if ok else None, errors=errors,
+                          seconds=time.perf_counter() - t0, log_tail=log[-4000:], sha256=file_sha256(so) if ok else None,
+                          protos=info.get("protos", {}) if ok else {}, forbidden=forbidden)
+        shutil.rmtree(bdir / "src", ignore_errors=True)
+        if not ok and so and Path(so).exists():
+            os.unlink(so)
+        if any(m in e.message for e in errors for m in ("timed out", "could not be analysed", "sandbox failed to start")):
+            return res  # transient: never cache
         tmp = bdir / "result.json.tmp"
-        tmp.write_text(json.dumps({k: v for k, v in res.to_dict().items() if k not in ("cached",)}))
+        tmp.write_text(json.dumps({k: v for k, v in res.to_dict().items() if k != "cached"}))
         os.replace(tmp, done)
-        return res
+    prune(cache, keep=key)
+    return res
 
 
-def run_jailed(argvs: list[list[str]], work: Path, timeout_s: float, isolate: bool = True,
-               mem_mb: int = 8192, max_log: int = 8 << 20, marks: dict | None = None) -> tuple[int, str, bool]:
-    """Run argv lists one after the other (stop at the first failure) in one sandbox whose only writable
-    dir is ``work``. Returns (exit code, combined output, timed out). Output goes to ``work/build.log``
-    (capped by RLIMIT_FSIZE); the whole tree is killed on timeout (cgroup, PDEATHSIG chain, PID namespace)."""
-    import sys
-
-    from shiftkit.kernels import jail
-
-    work = Path(work).resolve()
-    logp = work / "build.log"
-    group = jail.make_group("skb", pids_max=256) if isolate else None
-    spec = {"argvs": argvs, "cwd": str(work), "rw": [str(work)], "ro": jail.runtime_paths(),  # torch headers, libs
-            "env": jail.scrub_env(), "log": str(logp),
-            "limits": {"cpu_s": int(timeout_s) + 5, "as_bytes": mem_mb << 20, "fsize_bytes": 1 << 30, "nofile": 1024},
-            "cgroup_procs": [os.path.join(d, "cgroup.procs") for d in group.dirs.values()] if group else [],
-            "isolate": isolate, "marks": {str(k): v for k, v in (marks or {}).items()}}
-    env = jail.scrub_env()
-    proc = subprocess.Popen([sys.executable, "-I", str(Path(jail.__file__)), json.dumps(spec)], cwd=str(work),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env=env, start_new_session=True)
-    timed_out = False
+def prune(cache: Path, max_bytes: int = DEFAULT_CACHE_CAP, keep: str = "") -> None:
+    """Keep the build cache under ``max_bytes``: the least recently used builds go first."""
+    root = cache / "builds"
     try:
-        _, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        if group is not None:
-            group.kill(spare=proc.pid)  # the launcher reaps its child and exits: no orphan
-            try:
-                proc.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(proc.pid, 9)
-        except ProcessLookupError:
-            pass
-        _, err = proc.communicate()
-    finally:
-        if group is not None:
-            group.close()
-    try:
-        with open(logp, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - max_log))
-            log = f.read().decode(errors="replace")
+        entries = []
+        total = 0
+        for d in root.iterdir():
+            size = sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+            r = d / "result.json"
+            entries.append((r.stat().st_mtime if r.exists() else 0, size, d))
+            total += size
     except OSError:
-        log = ""
-    return proc.returncode, (err or b"").decode(errors="replace")[-4000:] + log, timed_out
+        return
+    for _, size, d in sorted(entries):
+        if total <= max_bytes:
+            break
+        if d.name == keep:
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        total -= size

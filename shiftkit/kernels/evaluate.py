@@ -1,13 +1,19 @@
-"""``evaluate(problem, solution, config) -> Result``: the evaluation protocol, one step per function.
+"""``evaluate(problem, solution, EvalConfig) -> Result``: the evaluation protocol, one step per method.
 
-1. :func:`static_findings`  - pure source checks (static.py)
-2. :func:`build_solution`   - content-hash-cached builds with structured compile errors (build.py)
-3. :class:`sandbox.Worker`  - the candidate runs in a jailed worker tree (jail.py); checker and clock stay here
-4. op blocking              - a TorchDispatchMode inside the worker (blocking.py), violations reported
-5. :func:`check_correctness`- seeded trials (secret seed mixed in), both orders, determinism, shape variants
-6. :func:`admit_problem`    - degenerate-task guard (cached per problem)
-7. :func:`paired_profile`   - candidate, eager and compile timed interleaved on the same inputs, re-checked
-8. reward.py                - paired milestones with confidence intervals / log-speedup; 9. metrics.py
+The parent owns the clock, the data and the verdict (docs/kernels.md, "Threat model"):
+
+1. the solution was parsed in a limited subprocess (:mod:`analysis`, at :func:`solution.load_solution`);
+2. :meth:`_Evaluation.build`  - sandboxed builds; every artefact's imports pass the allowlist (:mod:`symbols`);
+3. :func:`admit_problem`        - degenerate-task guard (parent only, cached per problem);
+4. :meth:`_Evaluation.correctness` - rounds on the problem's inputs and on transformed inputs, shape variants
+   and a repeat; every output read by the parent from its own memory and compared with its own reference;
+5. :meth:`_Evaluation.profile`  - candidate, eager and torch.compile timed in paired rounds, in blocks of
+   fresh workers; every timed output compared too;
+6. :meth:`_Evaluation.attribute` - where the candidate's on-CPU time went (the parent's perf samples);
+7. reward.py                    - paired milestones with confidence intervals, or log-speedup.
+
+One wall-clock budget covers the evaluation (``compile_timeout_s`` for the build, then ``timeout_s``);
+one exception boundary turns anything unexpected into a ``harness_error`` finding.
 """
 
 from __future__ import annotations
@@ -24,60 +30,54 @@ from typing import Any
 
 from shiftkit.errors import ShiftkitError
 from shiftkit.kernels import correctness as C
-from shiftkit.kernels import jail, static, stats, wire
-from shiftkit.kernels.backends import get_backend, machine_id
+from shiftkit.kernels import sandbox, shm, stats, wire
+from shiftkit.kernels.backends import get_backend
 from shiftkit.kernels.build import BuildResult, CompileError, build, default_cache_dir
 from shiftkit.kernels.findings import Finding, errors
-from shiftkit.kernels.problem import Problem, load_problem
-from shiftkit.kernels.reward import get_reward_fn, paired_milestone_reward, threshold
+from shiftkit.kernels.problem import KernelProblem, load_problem
+from shiftkit.kernels.reward import REWARDS, get_reward_fn, paired_milestone_reward, threshold
 from shiftkit.kernels.sandbox import IsolationUnavailable, Worker, WorkerFailure
 from shiftkit.kernels.solution import Solution, load_solution
 
-_SECRET: list[int] = []  # read lazily in the parent only (never at import: the forkserver imports this module)
-
-
-def _process_secret() -> int:
-    if not _SECRET:
-        _SECRET.append(int(os.environ.get("SHIFTKIT_KERNEL_SECRET_SEED") or secrets.randbits(31)))
-    return _SECRET[0]
+SECRET_ENV = "SHIFTKIT_KERNEL_SECRET_SEED"
+TEARDOWN_SLACK_S = 15.0  # the fixed slack on top of the budget: killing and reaping trees, removing cgroups
 
 
 @dataclass
 class EvalConfig:
     backend: str = "cpu"
     profile: bool = True  # False: compile + verify only (cheap mode for agent tools)
-    trials: int = 5
-    seed: int = 42
-    secret_seed: int | None = None  # None: $SHIFTKIT_KERNEL_SECRET_SEED or random per process
-    tolerance: str = "default"  # default (fp32 1e-4) | cuda_agent (1e-2) | strict
+    trials: int = 5  # correctness rounds on the problem's own input distribution
+    transforms: bool = True  # plus rounds on sign-flipped, scaled and half-zeroed inputs (where well defined)
+    seed: int = 42  # weights and the public half of every input seed
+    secret_seed: int | None = None  # None: a fresh secret per evaluation (set it only to reproduce inputs)
+    tolerance: str = "default"  # default | cuda_agent (1e-2) | strict; atol is a fraction of the output's rms
     atol: float | None = None
     rtol: float | None = None
-    determinism: bool = True
+    determinism: bool = True  # repeat the first round's inputs and compare
     shape_variants: bool = True
-    static_checks: bool = True
-    stop_on_static: bool = True
-    block_ops: bool = True
+    block_ops: bool = True  # name torch ops in ModelNew.forward during correctness rounds (advisory, in the worker)
     check_degenerate: bool = True
+    foreign_share_max: float = 0.25  # most of the candidate's sampled on-CPU time that may be torch or other libraries
+    sample_period_us: int = 50  # the parent's sampling period (on-CPU time)
     warmup: int = 3
     timed_calls: int = 30  # paired rounds before the first decision, split evenly over the first blocks
     max_timed_calls: int = 40  # budget of paired rounds: blocks are added while an interval straddles a threshold
-    timing_blocks: int = 3  # independent timing blocks (fresh candidate and baseline workers each) before deciding
-    min_block_rounds: int = 10  # fewer blocks when timed_calls cannot give each this many rounds
+    timing_blocks: int = 3  # independent timing blocks (fresh candidate and baseline workers each)
+    min_block_rounds: int = 10
     respawn_blocks: bool = True  # False: every block reuses the first block's workers (diagnostic only)
-    pin_cpu: bool = True  # pin all workers of a block to one CPU (blocks rotate over the allowed CPUs)
+    pin_cpu: bool = True  # confine all workers of a block to the same CPU(s) (cpuset)
     ci_level: float = 0.95
-    recheck_timed: bool = True
     baseline_compile: bool = True
-    floor_bandwidth_factor: float = 4.0  # physical floor: bytes moved / (factor x measured memcpy bandwidth); 0 = off
+    floor_bandwidth_factor: float = 4.0  # physical floor: bytes moved / (factor x measured copy bandwidth); 0 = off
     flush_llc: bool = True
-    llc_flush_mb: int = 0  # 0: twice the detected last-level cache
+    llc_flush_mb: int = 0  # 0: twice the detected last-level cache (capped at 64 MB)
     threads: int = 1
-    timeout_s: float = 120.0
-    compile_timeout_s: float = 300.0
+    timeout_s: float = 300.0  # wall-clock budget of the evaluation after the build (torch.compile workers need ~1 min)
+    compile_timeout_s: float = 300.0  # wall-clock budget of the build
     build_jobs: int = 2
     mem_limit_mb: int = 4096
-    max_output_bytes: int = 1_000_000
-    max_frame_mb: int = 512  # cap on any frame from a worker
+    max_output_bytes: int = 1_000_000  # the worker's log (stdout/stderr)
     pids_max: int = 64  # tasks (threads + processes) in a worker's tree
     allow_unisolated: bool = False  # run even where the sandbox is unavailable; the result is marked untrusted
     implausible_speedup: float = 10.0
@@ -88,8 +88,6 @@ class EvalConfig:
 
     def validate(self) -> None:
         get_backend(self.backend)
-        from shiftkit.kernels.reward import REWARDS
-
         if self.reward not in REWARDS:
             raise ShiftkitError(f"unknown reward {self.reward!r}; valid: {', '.join(REWARDS)}")
         if self.tolerance not in C.TOLERANCE_PRESETS:
@@ -100,6 +98,15 @@ class EvalConfig:
             raise ShiftkitError("trials, timed_calls, timing_blocks and threads must be >= 1")
         if not 0.5 < self.ci_level < 1:
             raise ShiftkitError("ci_level must be in (0.5, 1)")
+        if self.sample_period_us < 10:
+            raise ShiftkitError("sample_period_us must be >= 10")
+        if not 0 < self.foreign_share_max <= 1:
+            raise ShiftkitError("foreign_share_max must be in (0, 1]")
+        if self.timeout_s <= 0 or self.compile_timeout_s <= 0:
+            raise ShiftkitError("timeout_s and compile_timeout_s must be > 0")
+        if os.environ.get(SECRET_ENV):
+            raise ShiftkitError(f"${SECRET_ENV} is set but no longer read: every evaluation draws a fresh secret; "
+                                "set secret_seed=N in the config to reproduce inputs (unset the variable)")
 
     @property
     def cache(self) -> Path:
@@ -110,10 +117,6 @@ class EvalConfig:
         if self.timer != "auto":
             return self.timer
         return "cpu" if self.backend == "cpu" and self.threads == 1 else "wall"
-
-    @property
-    def secret(self) -> int:
-        return _process_secret() if self.secret_seed is None else int(self.secret_seed)
 
 
 @dataclass
@@ -136,6 +139,7 @@ class Result:
     stage: str = "static"
     inconclusive: bool = False  # a paired interval straddled a threshold after the whole sample budget
     paired: dict = field(default_factory=dict)  # per baseline: speedup, CI, decision, rounds
+    rounds: list[dict] = field(default_factory=list)  # the correctness rounds: what each was, and its verdict
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -147,64 +151,15 @@ class Result:
         return [f.code for f in self.findings if severity is None or f.severity == severity]
 
 
-def _resolve(problem, solution, config: EvalConfig) -> tuple[Problem, Solution]:
-    p = problem if isinstance(problem, Problem) else load_problem(problem)
+def _resolve(problem, solution, config: EvalConfig) -> tuple[KernelProblem, Solution]:
+    p = problem if isinstance(problem, KernelProblem) else load_problem(problem)
     s = solution if isinstance(solution, Solution) else load_solution(solution, config.backend)
     return p, s
 
 
-# ----------------------------------------------------------------------------- 1. static
-
-def static_findings(solution: Solution, allow_reduced_precision: bool = False) -> list[Finding]:
-    out = list(solution.findings)
-    out += static.check_python(solution.python_source, allow_reduced_precision)
-    for rel, text in solution.python_files.items():  # every Python file of a workspace, not just model_new.py
-        out += [dataclasses.replace(f, where=f"{rel} {f.where or ''}".strip()) for f in static.check_python(text, allow_reduced_precision)]
-    for spec in solution.specs:
-        for rel, text in spec.sources.items():
-            cuda = spec.backend == "cuda" or rel.endswith((".cu", ".cuh"))
-            out += [dataclasses.replace(f, where=f"{spec.name}/{rel} {f.where}") for f in static.check_cpp(text, allow_reduced_precision, cuda)]
-        out += static.check_flags(spec.extra_cflags, allow_reduced_precision, spec.extra_cuda_cflags, spec.extra_ldflags)
-    return out
-
-
-# ----------------------------------------------------------------------------- 2. build
-
-def build_solution(solution: Solution, config: EvalConfig) -> list[BuildResult]:
-    """Build every spec (parallel builds are safe: per-key locks)."""
-    return [build(s, config.cache, config.compile_timeout_s, config.build_jobs, isolate=not _unisolated(config))
-            for s in solution.specs]
-
-
-_PROBE: dict[str, str] = {}
-
-
 def isolation_problem() -> str:
-    """'' where the sandbox works here, else why not (probed once per process, by jailing a throwaway child)."""
-    if "why" not in _PROBE:
-        from shiftkit.kernels import jail
-
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(r)
-            try:
-                jail.enter()
-                os.write(w, b"ok")
-            except BaseException as e:  # noqa: BLE001
-                os.write(w, str(e).encode()[:500] or b"?")
-            os._exit(0)
-        os.close(w)
-        msg = b""
-        while True:
-            b = os.read(r, 1024)
-            if not b:
-                break
-            msg += b
-        os.close(r)
-        os.waitpid(pid, 0)
-        _PROBE["why"] = "" if msg == b"ok" else (msg.decode(errors="replace") or "sandbox probe died")
-    return _PROBE["why"]
+    """'' where candidate code can be sandboxed here, else why not."""
+    return sandbox.isolation_problem()
 
 
 def _unisolated(config: EvalConfig) -> bool:
@@ -218,65 +173,28 @@ def _unisolated(config: EvalConfig) -> bool:
     return True
 
 
-def compile_only(problem, solution, config: EvalConfig | None = None) -> Result:
-    """Static checks + build, no execution: structured compile errors for agent tools."""
-    config = config or EvalConfig()
-    t0 = time.perf_counter()
-    p, s = _resolve(problem, solution, config)
-    res = Result(problem=p.name, solution=str(s.path))
-    if config.static_checks:
-        res.findings = static_findings(s, p.allow_reduced_precision)
-    else:
-        res.findings = list(s.findings)
-    _do_build(res, s, config)
-    res.reward, res.reason = (0.0, "compiled") if res.compiled else (-1.0, res.reason)
-    res.seconds = time.perf_counter() - t0
-    return res
-
-
-def _do_build(res: Result, s: Solution, config: EvalConfig) -> list[BuildResult]:
-    res.stage = "build"
-    if errors([f for f in res.findings if f.code == "dynamic_sources" or f.code == "syntax_error"]):
-        res.reason = "sources cannot be extracted: " + errors(res.findings)[0].message
-        return []
-    builds = build_solution(s, config)
-    res.builds = [b.to_dict() | {"log_tail": b.log_tail[-800:]} for b in builds]
-    res.compile_errors = [e for b in builds for e in b.errors]
-    res.compiled = all(b.ok for b in builds)
-    if not res.compiled:
-        for e in res.compile_errors:
-            if e.message.startswith("calls vendor library"):
-                res.findings.append(Finding("vendor_library", e.message, "error", "link"))
-            elif e.message.startswith("build flag"):
-                res.findings.append(Finding("build_flag", e.message, "error", "build"))
-        res.findings.append(Finding("compile_error", "; ".join(f"{e.file}:{e.line}: {e.message}" for e in res.compile_errors[:5]), "error"))
-        res.reason = "compile error: " + (res.compile_errors[0].message if res.compile_errors else "unknown")
-    return builds
-
-
-# ----------------------------------------------------------------------------- 6. problem admission
+# ----------------------------------------------------------------------------- problem admission
 
 _ADMISSION: dict[tuple, list[Finding]] = {}
 
 
-def admit_problem(problem: Problem, config: EvalConfig) -> list[Finding]:
-    """Degenerate-task guard: the reference output must not be all-zero or constant (within tolerance)
-    and must change with the inputs. Cached per (problem, tolerance)."""
+def admit_problem(problem: KernelProblem, config: EvalConfig) -> list[Finding]:
+    """Degenerate-task guard: the reference output must not be all-zero or constant and must change with the
+    inputs. Cached per (problem, tolerance)."""
     import torch
 
-    key = (problem.hash, config.tolerance, config.atol, config.rtol)
+    key = (problem.hash, config.tolerance, config.atol, config.rtol, config.seed)
     if key in _ADMISSION:
         return _ADMISSION[key]
     model = problem.make_model(config.seed)
     with torch.no_grad():
         outs = [model(*problem.inputs(config.seed + 7919 * k)) for k in range(2)]
-    exp_dtype = _first_dtype(outs[0])
-    atol, rtol = C.tolerance_for(exp_dtype, config.tolerance, config.atol, config.rtol)
+    atol, rtol = C.tolerance_for(_first_dtype(outs[0]), config.tolerance, config.atol, config.rtol)
     found = []
     d = C.degeneracy(outs[0], atol, rtol)
     if d:
         found.append(Finding("degenerate_problem", f"reference output is {d.replace('_', '-')} within atol={atol:g}, rtol={rtol:g}"))
-    elif C.same_outputs(outs[0], outs[1], atol, rtol):
+    elif C.has_float(outs[0]) and C.same_outputs(outs[0], outs[1], atol, rtol):
         found.append(Finding("degenerate_problem", "reference output does not change with the inputs"))
     _ADMISSION[key] = found
     return found
@@ -294,7 +212,7 @@ def _first_dtype(x: Any) -> str:
     return "float32"
 
 
-# ----------------------------------------------------------------------------- 3. worker
+# ----------------------------------------------------------------------------- helpers
 
 FLUSH_CAP = 64 * 2**20  # a VM may report the whole host L3 (480 MB here); its share is far smaller
 
@@ -305,8 +223,7 @@ def _flush_bytes(config: EvalConfig) -> int:
     if config.llc_flush_mb:
         return config.llc_flush_mb * 2**20
     best = 0
-    base = Path("/sys/devices/system/cpu/cpu0/cache")
-    for idx in base.glob("index*"):
+    for idx in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
         try:
             txt = (idx / "size").read_text().strip()
             n = int(txt[:-1]) * (1024 if txt.endswith("K") else 2**20 if txt.endswith("M") else 1) if txt[-1] in "KM" else int(txt)
@@ -315,224 +232,6 @@ def _flush_bytes(config: EvalConfig) -> int:
             continue
     return min(2 * (best or 32 * 2**20), FLUSH_CAP)
 
-
-def _read_paths(problem: Problem, solution: Solution | None, builds: list[BuildResult]) -> list[str]:
-    """Dirs the worker must read even where its private /tmp covers them (problem, solution, artefacts)."""
-    dirs = {str(Path(problem.path).resolve().parent)}
-    if solution is not None:
-        dirs.add(str(solution.path if solution.layout == "workspace" else solution.path.parent))
-    dirs |= {str(Path(b.so_path).resolve().parent) for b in builds if b.so_path}
-    return sorted(dirs)
-
-
-def start_worker(problem: Problem, solution: Solution | None, builds: list[BuildResult], config: EvalConfig,
-                 mode: str = "candidate") -> Worker:
-    entries = []
-    if solution is not None:
-        for spec, b in zip(solution.specs, builds):
-            entries.append({"spec_key": spec.key(), "so_path": b.so_path, "so_sha256": b.sha256,
-                            "spec": dataclasses.asdict(spec),
-                            "workspace_ext": solution.layout == "workspace" and spec.name == "kernel_ext"})
-    cand = mode == "candidate"
-    rw, hide = [], []
-    inductor = config.cache / "inductor"  # inductor's on-disk cache, shared between evaluations
-    inductor.mkdir(parents=True, exist_ok=True)  # exists before any candidate starts, so it can be hidden
-    if mode == "compile":  # trusted reference code: the only worker that may write (and read) it
-        rw.append(str(inductor))
-    elif cand:
-        hide.append(str(inductor))
-    setup = {
-        "mode": mode, "problem_path": str(problem.path), "backend": config.backend,
-        "solution_dir": str(solution.path if solution and solution.layout == "workspace" else (solution.path.parent if solution else "")),
-        "layout": solution.layout if solution else "", "python_name": solution.python_name if solution else "",
-        "builds": entries, "threads": config.threads, "mem_mb": config.mem_limit_mb if cand else 0,
-        "cpu_s": int(config.timeout_s * 2) if cand else 0,
-        "max_output_bytes": config.max_output_bytes if cand else 0,
-        "isolate": not _unisolated(config), "allow_unisolated": config.allow_unisolated, "rw": rw, "hide": hide,
-        "inductor_cache": str(inductor) if mode == "compile" else "",
-        "ro": _read_paths(problem, solution, builds) + jail.runtime_paths(),  # the venv may lie under /tmp
-        "block_ops": config.block_ops, "flush_bytes": _flush_bytes(config),
-        "nproc": (config.pids_max + 4 * config.threads) if cand and not jail.cgroups_usable() else 0,
-        "device": get_backend(config.backend).device,
-    }
-    mem = (config.mem_limit_mb + 3072) << 20 if cand else 0
-    pids = config.pids_max + 4 * config.threads if cand else 512
-    try:
-        return Worker(setup, config.timeout_s if cand else max(config.timeout_s, 600.0), config.max_frame_mb << 20,
-                      pids_max=pids, mem_bytes=mem)
-    except IsolationUnavailable as e:
-        raise ShiftkitError(f"{e}; set allow_unisolated=true to run without it (untrusted result)") from None
-
-
-def _load_in_worker(w: Worker, problem: Problem, config: EvalConfig) -> None:
-    sd = problem.make_model(config.seed).state_dict()
-    header, _ = w.request({"cmd": "load"}, wire.dumps_tensors(dict(sd)), max_blob=0)
-    if not header.get("ok"):
-        raise WorkerFailure(header.get("kind", "load_error"), header.get("error", "load failed"), header.get("trace", ""))
-
-
-# ----------------------------------------------------------------------------- 5. correctness
-
-def _to(x, device):
-    import torch
-
-    if isinstance(x, torch.Tensor):
-        return x.to(device) if x.device.type != device else x.clone()
-    if isinstance(x, (list, tuple)):
-        return type(x)(_to(v, device) for v in x)
-    if isinstance(x, dict):
-        return {k: _to(v, device) for k, v in x.items()}
-    return x
-
-
-def _clone(x):
-    import torch
-
-    if isinstance(x, torch.Tensor):
-        return x.clone()
-    if isinstance(x, (list, tuple)):
-        return type(x)(_clone(v) for v in x)
-    return x
-
-
-class _Trials:
-    """Parent-side bookkeeping shared by correctness and profiling."""
-
-    def __init__(self, w: Worker, problem: Problem, config: EvalConfig, solution: Solution | None = None):
-        self.w, self.p, self.c = w, problem, config
-        self.device = get_backend(config.backend).device
-        self.model = problem.make_model(config.seed).to(self.device)
-        self.base_tasks = w.base_tasks
-        self.last_calls: int | None = None
-        self.findings: list[Finding] = []
-        self.max_diff = 0.0
-
-    def for_worker(self, w: Worker) -> "_Trials":
-        """The same bookkeeping (findings list and reference model shared) for another candidate worker."""
-        t = copy.copy(self)
-        t.w, t.base_tasks, t.last_calls = w, w.base_tasks, None
-        return t
-
-    def add(self, f: Finding) -> None:
-        if not any(x.code == f.code for x in self.findings):
-            self.findings.append(f)
-
-    def expected(self, inputs):
-        """The reference output, computed here in the parent (after the candidate replied)."""
-        import torch
-
-        with torch.no_grad():
-            out = self.model(*_to(inputs, self.device))
-        return _to(out, "cpu")
-
-    def check_header(self, h: dict, where: str) -> None:
-        v = h.get("violations") or {}
-        if v:
-            ops = ", ".join(f"{k} x{n}" for k, n in sorted(v.items()))
-            self.add(Finding("blocked_torch_op", f"torch ops ran inside ModelNew.forward: {ops}", "error", where))
-        if h.get("reused"):
-            self.add(Finding("reused_output", "forward returned storage it had already returned for other inputs", "error", where))
-        self.last_calls = h.get("kernel_calls")
-        self.check_tasks(where)
-
-    def check_decoy(self, where: str) -> None:
-        """After an output was judged correct: it must have come from a built kernel."""
-        if self.last_calls == 0:
-            self.add(Finding("decoy_kernel", "no built kernel was called during the forward (the result came from elsewhere)", "error", where))
-
-    def check_tasks(self, where: str) -> None:
-        allowance = 2 * (self.c.threads - 1)
-        n = self.w.tasks()
-        if n > self.base_tasks + allowance >= 0:
-            self.add(Finding("thread_spawned", f"the worker's tree has {n} tasks (baseline {self.base_tasks}, allowed +{allowance})", "error", where))
-
-    def run_trial(self, inputs, ref_first: bool, where: str):
-        nonce = secrets.randbits(62)
-        h, blob = self.w.request({"cmd": "trial", "ref_first": ref_first, "nonce": nonce}, wire.dumps_tensors(inputs))
-        if not h.get("ok") and h.get("violations"):
-            self.check_header(h, where)  # the forward raised because a torch op was blocked
-            return None
-        if not h.get("ok"):
-            raise WorkerFailure(h.get("kind", "runtime_error"), h.get("error", "forward failed"), h.get("trace", ""))
-        self.check_header(h, where)
-        try:
-            got = wire.loads_tensors_untrusted(blob)
-        except Exception as e:  # noqa: BLE001 - a subclass or foreign object in the output
-            self.add(Finding("output_type", f"output is not plain tensors/containers (tensor subclass?): {str(e).splitlines()[0][:200]}", "error", where))
-            return None
-        if h.get("inputs_digest") != wire.digest(inputs):
-            self.add(Finding("input_mutated", "forward modified its inputs (digest of the inputs changed)", "error", where))
-        bad = C.layout_problem(got)
-        if bad:
-            self.add(Finding("output_layout", bad, "error", where))
-            return None
-        if wire.sample_digest(got, nonce) != h.get("out_digest"):
-            self.add(Finding("lazy_output", "the output changed after forward returned (work after the call)", "error", where))
-            return None
-        return got
-
-    def judge(self, expected, out, where: str, code_override: str | None = None) -> bool:
-        """Compare one output with the reference; record the finding (``code_override`` renames any failure)."""
-        if self.c.check_degenerate:
-            atol, rtol = C.tolerance_for(_first_dtype(expected), self.c.tolerance, self.c.atol, self.c.rtol)
-            kind = C.degeneracy(out, atol, rtol)
-            if kind and not C.degeneracy(expected, atol, rtol):
-                self.add(Finding("degenerate_output", f"output is {kind.replace('_', '-')} while the reference is not", "error", where))
-                return False
-        code, msg, diff = C.compare(expected, out, self.c.tolerance, self.c.atol, self.c.rtol)
-        if code is None:
-            self.max_diff = max(self.max_diff, diff)
-            return True
-        self.add(Finding(code_override or code, msg, "error", where))
-        return False
-
-
-def check_correctness(t: _Trials) -> bool:
-    """Trials with fresh seeded inputs (secret mixed in), alternating reference-first/candidate-first,
-    input-sensitivity, a determinism re-run and shape variants. Expected outputs are computed only after
-    the candidate replied. Stops at the first error."""
-    c, p = t.c, t.p
-    outs, exps, first_inputs = [], [], None
-    for k in range(c.trials):
-        inputs = p.inputs(C.mix_seed(c.seed + k, c.secret))
-        out = t.run_trial(inputs, ref_first=(k % 2 == 0), where=f"trial {k}")
-        if out is None or errors(t.findings):
-            return False
-        exp = t.expected(inputs)
-        if not t.judge(exp, out, f"trial {k}"):
-            return False
-        t.check_decoy(f"trial {k}")
-        if errors(t.findings):
-            return False
-        if first_inputs is None:
-            first_inputs = inputs
-        outs.append(out)
-        exps.append(exp)
-    if c.check_degenerate and len(outs) >= 2:
-        atol, rtol = C.tolerance_for(_first_dtype(exps[0]), c.tolerance, c.atol, c.rtol)
-        if C.same_outputs(outs[0], outs[1], atol, rtol) and not C.same_outputs(exps[0], exps[1], atol, rtol):
-            t.add(Finding("degenerate_output", "output does not change with the inputs", "error", "trials"))
-            return False
-    if c.determinism:
-        again = t.run_trial(first_inputs, ref_first=False, where="determinism")
-        if again is None or errors(t.findings):
-            return False
-        code, msg, _ = C.compare(outs[0], again, c.tolerance, c.atol, c.rtol)
-        if code:
-            t.add(Finding("nondeterministic", f"second run on identical inputs differs: {msg}", "error", "determinism"))
-            return False
-    if c.shape_variants:
-        for i, var in enumerate(p.shape_variants):
-            inputs = p.inputs(C.mix_seed(c.seed + 500 + i, c.secret), var)
-            out = t.run_trial(inputs, ref_first=bool(i % 2), where=f"shape variant {var}")
-            if out is None or errors(t.findings):
-                return False
-            if not t.judge(t.expected(inputs), out, f"shape variant {var}", "shape_variant_mismatch"):
-                return False
-    return True
-
-
-# ----------------------------------------------------------------------------- 7. paired profiling
 
 _BANDWIDTH: dict[str, float] = {}
 
@@ -560,145 +259,26 @@ def memory_bandwidth(device: str = "cpu") -> float:
     return _BANDWIDTH[device]
 
 
-def _nbytes(x) -> int:
-    import torch
-
-    if isinstance(x, torch.Tensor):
-        return x.numel() * x.element_size()
-    if isinstance(x, (list, tuple)):
-        return sum(_nbytes(v) for v in x)
-    if isinstance(x, dict):
-        return sum(_nbytes(v) for v in x.values())
-    return 0
-
-
 def timing_summary(wall: list[int], cpu: list[int], timer: str) -> dict:
     """Wall and on-CPU statistics; ``median_ms``/``iqr_ms`` follow the chosen timer."""
     w = stats.summarize(wall)
     d = {"wall_median_ms": w["median_ms"], "wall_iqr_ms": w["iqr_ms"], "times_ms": [x / 1e6 for x in wall], "n": w["n"]}
-    if cpu and min(cpu) >= 0:
-        c = stats.summarize(cpu)
-        d |= {"cpu_median_ms": c["median_ms"], "cpu_iqr_ms": c["iqr_ms"], "cpu_times_ms": [x / 1e6 for x in cpu]}
-    else:
-        timer = "wall"
+    c = stats.summarize(cpu)
+    d |= {"cpu_median_ms": c["median_ms"], "cpu_iqr_ms": c["iqr_ms"], "cpu_times_ms": [x / 1e6 for x in cpu]}
     src = "cpu" if timer == "cpu" else "wall"
     return d | {"timer": src, "median_ms": d[f"{src}_median_ms"], "iqr_ms": d[f"{src}_iqr_ms"]}
 
 
-def _ok(h: dict, what: str) -> None:
-    if not h.get("ok"):
-        raise WorkerFailure(h.get("kind", "runtime_error"), h.get("error", f"{what} failed"), h.get("trace", ""),
-                            violations=h.get("violations"))
-
-
-class _Paired:
-    """One timing block: candidate and baselines timed interleaved: each round the same fresh inputs go to
-    every party, in a rotating (and every other cycle reversed) order, each call preceded by the same LLC
-    flush. Round numbers are global over the blocks of an evaluation (``first`` is this block's first)."""
-
-    def __init__(self, t: _Trials, parties: dict[str, Worker], first: int = 0):
-        self.t, self.c, self.p = t, t.c, t.p
-        self.parties = parties
-        self.names = list(parties)
-        self.wall = {n: [] for n in parties}
-        self.cpu = {n: [] for n in parties}
-        self.outside = {n: [] for n in parties}  # per round: CPU ns outside the timed call (prep, flush, checks)
-        self.first = first
-        self.rounds = first  # global index of the next round
-        self.pending: list[tuple[int, int, dict, str]] = []  # (round, nonce, inputs, reported out digest)
-        self.checked = 0
-        self.io_bytes = 0
-
-    def round(self) -> None:
-        c, r = self.c, self.rounds
-        inputs = self.p.inputs(C.mix_seed(c.seed + 1000 + r, c.secret))
-        blob = wire.dumps_tensors(inputs)
-        nonce = secrets.randbits(62)
-        in_dig = wire.sample_digest(inputs, nonce)
-        k = r % len(self.names)
-        order = self.names[k:] + self.names[:k]
-        if (r // len(self.names)) % 2:
-            order = order[::-1]
-        for name in order:
-            w = self.parties[name]
-            w.deadline = time.monotonic() + c.timeout_s  # in the timing phase, timeout_s bounds every single call
-            c0 = w.cpu_ns()
-            _ok(w.request({"cmd": "prep"}, blob, max_blob=0)[0], "prep")
-            c1 = w.cpu_ns()
-            wall, cpu, h = w.timed_call(nonce)
-            self.outside[name].append(max(0, c1 - c0))
-            self.wall[name].append(wall)
-            self.cpu[name].append(cpu)
-            if name == "candidate":
-                self.t.check_header(h, f"timed call {r}")
-                self.t.check_decoy(f"timed call {r}")
-                if h.get("in_digest") != in_dig:
-                    self.t.add(Finding("input_mutated", "inputs differ after a timed call (in-place work during timing)", "error", f"timed call {r}"))
-                self.pending.append((r, nonce, inputs, h.get("out_digest")))
-        self.rounds += 1
-        if len(self.pending) >= 10:
-            self.recheck()
-
-    def recheck(self) -> None:
-        """Collect the candidate's timed outputs: layout, in-window digest vs the bytes received, and the
-        reference (every output)."""
-        if not self.pending:
-            return
-        t, w = self.t, self.parties["candidate"]
-        w.deadline = time.monotonic() + self.c.timeout_s
-        h, blob = w.request({"cmd": "collect", "outputs": True})
-        _ok(h, "collect")
-        t.check_header(h, "timing")
-        try:
-            outs = wire.loads_tensors_untrusted(blob)
-        except Exception as e:  # noqa: BLE001
-            t.add(Finding("output_type", f"timed output is not plain tensors: {str(e)[:200]}", "error", "timing"))
-            outs = []
-        if not isinstance(outs, list) or len(outs) != len(self.pending):
-            t.add(Finding("protocol_violation", "collect returned a different number of timed outputs", "error", "timing"))
-            outs = []
-        for (r, nonce, inputs, dig), out in zip(self.pending, outs):
-            where = f"timed call {r}"
-            bad = C.layout_problem(out)
-            if bad:
-                t.add(Finding("output_layout", bad, "error", where))
-                break
-            if wire.sample_digest(out, nonce) != dig:
-                t.add(Finding("lazy_output", "the output changed after the timed call replied (work outside the timed window)", "error", where))
-                break
-            if not self.io_bytes:
-                self.io_bytes = _nbytes(inputs) + _nbytes(out)
-            if self.c.recheck_timed:  # every timed output: a fresh block's worker cannot know which rounds count
-                if not t.judge(t.expected(inputs), out, where, "timed_output_mismatch"):
-                    break
-                self.checked += 1
-        self.pending = []
-
-    def times(self, name: str, timer: str) -> list[int]:
-        return self.cpu[name] if timer == "cpu" else self.wall[name]
-
-
-def untimed_work_bound(cand_median_ns: float, eager_outside_ns: float) -> float:
-    """Pure: how much more CPU per round (median of paired differences) the candidate may use outside its
-    timed calls than the eager baseline before it is ``untimed_work``: the larger of 2 ms, half the candidate's
-    own time and a quarter of the baseline's outside time (load noise on that 64 MB flush + decode is ~20 %)."""
-    return max(2e6, 0.5 * cand_median_ns, 0.25 * eager_outside_ns)
-
-
 def block_plan(timed_calls: int, timing_blocks: int, max_timed_calls: int, min_rounds: int = 10) -> tuple[int, int, int]:
-    """Pure: (blocks before the first decision, rounds per block, most blocks within the round budget).
-    A block has at least ``min_rounds`` rounds (fewer blocks when ``timed_calls`` is small); one block is
-    never extended (an interval over blocks needs two to start with)."""
+    """Pure: (blocks before the first decision, rounds per block, most blocks within the round budget)."""
     n0 = max(1, min(timing_blocks, timed_calls // max(1, min_rounds)))
     per = -(-timed_calls // n0)
     return n0, per, n0 if n0 == 1 else max(n0, max_timed_calls // per)
 
 
 def block_decisions(blocks: list[dict[str, list[float]]], thr: float, level: float) -> tuple[dict, dict]:
-    """Pure: per baseline, the interval of the paired speedup (log space) and its decision from per-block
-    per-round log ratios (``blocks[i][baseline]``). Several blocks: the Student-t interval over the block
-    medians (:func:`stats.blocks_ci`, between-process variance included). One block: the order-statistic
-    interval of its rounds' median (within-process noise only)."""
+    """Pure: per baseline, the interval of the paired speedup (log space) and its decision. Several blocks:
+    the Student-t interval over the block medians; one block: the order-statistic interval of its rounds."""
     cis, decisions = {}, {}
     for b in blocks[0] if blocks else {}:
         if len(blocks) == 1:
@@ -709,6 +289,30 @@ def block_decisions(blocks: list[dict[str, list[float]]], thr: float, level: flo
     return cis, decisions
 
 
+def foreign_verdict(counts: dict[str, int], share_max: float, min_samples: int = 20) -> tuple[str, str] | None:
+    """Pure: from the candidate's sample counts per category, (finding code, message) when torch or other
+    libraries account for more than ``share_max`` of its sampled on-CPU time, else None."""
+    total = sum(counts.values())
+    t, f = counts.get("torch", 0), counts.get("foreign", 0)
+    if total < min_samples or (t + f) / total <= share_max:
+        return None
+    code = "torch_compute" if t >= f else "foreign_compute"
+    return code, (f"{100 * (t + f) / total:.0f}% of the candidate's sampled on-CPU time was in torch ({t}) or other "
+                  f"libraries/unmapped code ({f}) rather than its own kernels ({counts.get('candidate', 0)}), the "
+                  f"runtime ({counts.get('runtime', 0)}) or the OS ({counts.get('kernel', 0)}); at most "
+                  f"{100 * share_max:.0f}% is allowed")
+
+
+def coverage_verdict(samples: int, cpu_ns: int, period_us: int, min_expected: float = 40.0) -> str | None:
+    """Pure: a ``sampling_evaded`` message when the parent's samples cover less than 30 % of what the worker
+    tree's CPU time (the cgroup's counter) implies at the sampling period, else None."""
+    expect = cpu_ns / (period_us * 1000)
+    if expect < min_expected or samples >= 0.3 * expect:
+        return None
+    return (f"the parent's sampling saw {samples} samples where the worker tree's {cpu_ns / 1e6:.1f} ms of CPU time "
+            f"should give ~{expect:.0f}")
+
+
 def _pin_cpus() -> list[int]:
     try:
         return sorted(os.sched_getaffinity(0))
@@ -716,147 +320,439 @@ def _pin_cpus() -> list[int]:
         return []
 
 
-def paired_profile(t: _Trials, solution: Solution | None = None, builds: list[BuildResult] | None = None) -> tuple[dict, dict, bool]:
-    """Time the candidate against eager (and torch.compile) interleaved, in independent blocks: each block
-    has its own fresh candidate and baseline workers (the first block reuses the checked candidate worker),
-    all pinned to one CPU, equally warmed up, then ``per`` paired rounds. Each milestone is decided from the
-    interval over the block-level ratios, adding blocks (up to ``max_timed_calls`` rounds) while an interval
-    straddles the threshold. Returns (timings, paired stats, inconclusive)."""
-    c, p = t.c, t.p
-    n0, per, max_blocks = block_plan(c.timed_calls, c.timing_blocks, c.max_timed_calls, c.min_block_rounds)
-    kinds = ["eager"] + (["compile"] if c.baseline_compile else [])
-    cpus = _pin_cpus() if c.pin_cpu else []
-    timer = c.effective_timer
-    if timer == "cpu" and t.w.cpu_ns() < 0:
-        timer = "wall"  # no whole-tree CPU accounting here: wall time, still paired
-    thr = threshold(c.margin)
-    warm = wire.dumps_tensors(p.inputs(C.mix_seed(c.seed + 999, c.secret)))
-    done: list[_Paired] = []
-    logr: list[dict[str, list[float]]] = []
-    block_info: list[dict] = []
-    kept: dict[str, Worker] = {}  # respawn_blocks=False: the first block's workers, reused
-    cis: dict[str, tuple] = {}
-    decisions: dict[str, str] = {}
-    need = False
-    started: list[Worker] = []
-    try:
-        while len(done) < max_blocks:
-            i = len(done)
-            parties: dict[str, Worker] = {}
+# ----------------------------------------------------------------------------- the evaluation
+
+_WHERE_CODE = {"output_type": "output_type", "output_layout": "output_layout", "blocked_torch_op": "blocked_torch_op",
+               "out_of_memory": "out_of_memory", "output_limit": "output_limit"}
+
+
+class _Evaluation:
+    def __init__(self, p: KernelProblem, s: Solution, config: EvalConfig, res: Result):
+        self.p, self.s, self.c, self.res = p, s, config, res
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + config.compile_timeout_s + config.timeout_s
+        self.secret = config.secret_seed if config.secret_seed is not None else secrets.randbits(64)
+        self.isolate = not _unisolated(config)
+        self.device = get_backend(config.backend).device
+        self.workers: list[Worker] = []
+        self.builds: list[BuildResult] = []
+        self.counts = dict.fromkeys(("candidate", "torch", "runtime", "kernel", "foreign"), 0)
+        self.cand_cpu_ns = 0
+        self.foreign_files: dict[str, int] = {}
+
+    # -- bookkeeping
+    def add(self, f: Finding) -> None:
+        if not any(x.code == f.code for x in self.res.findings):
+            self.res.findings.append(f)
+
+    def failed(self) -> bool:
+        return bool(errors(self.res.findings))
+
+    def seed(self, purpose: str, i: int) -> int:
+        return C.derive_seed(self.secret, self.c.seed, purpose, i)
+
+    # -- 2. build
+    def build(self) -> bool:
+        res, c = self.res, self.c
+        res.stage = "build"
+        if errors(res.findings):
+            e = errors(res.findings)[0]
+            res.reason = f"static check {e.code}: {e.message}"
+            return False
+        end = min(self.deadline, self.t0 + c.compile_timeout_s)
+        for spec in self.s.specs:
+            left = end - time.monotonic()
+            if left <= 1:
+                self.builds.append(BuildResult(False, "", spec.name, spec.kind, None,
+                                               [CompileError(None, None, "the build budget ran out")]))
+                break
+            self.builds.append(build(spec, c.cache, left, c.build_jobs, isolate=self.isolate))
+        res.builds = [b.to_dict() | {"log_tail": b.log_tail[-800:]} for b in self.builds]
+        res.compile_errors = [e for b in self.builds for e in b.errors]
+        res.compiled = all(b.ok for b in self.builds) and len(self.builds) == len(self.s.specs)
+        self.deadline = time.monotonic() + c.timeout_s  # the run's budget starts now
+        if res.compiled:
+            return True
+        for b in self.builds:
+            if b.forbidden:
+                self.add(Finding("forbidden_symbol", f"{b.name}: the built extension imports symbols outside the allowlist "
+                                 f"(compute below the dispatcher, vendor BLAS, dynamic loading, the Python C API, ...): "
+                                 + ", ".join(b.forbidden[:12]), "error", "link"))
+            for e in b.errors:
+                if e.message.startswith("build flag"):
+                    self.add(Finding("build_flag", e.message, "error", "build"))
+        self.add(Finding("compile_error", "; ".join(f"{e.file}:{e.line}: {e.message}" for e in res.compile_errors[:5])[:2000], "error"))
+        res.reason = "compile error: " + (res.compile_errors[0].message if res.compile_errors else "unknown")
+        return False
+
+    # -- workers
+    def worker(self, mode: str, in_size: int, out_size: int, cpus: list[int] | None) -> Worker:
+        c, p = self.c, self.p
+        cand = mode == "candidate"
+        files: dict[str, str] = {}
+        entries, so_names = [], []
+        if cand:
+            s = self.s
+            root = s.path if s.layout == "workspace" else s.path.parent
+            names = [s.python_name] + (list(s.python_files) if s.layout == "workspace" else [])
+            for n in names:
+                files[n] = str(root / n)
+            for i, (spec, b) in enumerate(zip(s.specs, self.builds)):
+                so_names.append(f"ext/{i}.so")
+                files[so_names[-1]] = b.so_path
+                entries.append({"spec_key": spec.key(), "kind": spec.kind, "protos": b.protos, "name": spec.name,
+                                "so_path": None, "workspace_ext": s.layout == "workspace" and spec.name == "kernel_ext"})
+        else:
+            files["problem.py"] = str(p.path)
+        for e, n in zip(entries, so_names):
+            e["so_path"] = n  # relative to the worker's solution dir
+        inductor = c.cache / "inductor"
+        inductor.mkdir(parents=True, exist_ok=True)
+        setup = {"mode": mode, "backend": c.backend, "device": self.device, "threads": c.threads,
+                 "layout": self.s.layout if cand else "", "python_name": self.s.python_name if cand else "",
+                 "builds": entries, "isolate": self.isolate, "mem_mb": c.mem_limit_mb if cand else 0,
+                 "cpu_s": int(c.timeout_s * 2) + 30, "max_output_bytes": c.max_output_bytes if cand else 1 << 30,
+                 "env": sandbox.base_env({"OMP_NUM_THREADS": str(c.threads), "MKL_NUM_THREADS": str(c.threads)}
+                                         | ({"TORCHINDUCTOR_CACHE_DIR": "/inductor" if self.isolate else str(inductor),
+                                             "TORCHINDUCTOR_COMPILE_THREADS": "1"} if mode == "compile" else {}))}
+        mem = (c.mem_limit_mb + 3072) << 20 if cand else 0
+        pids = c.pids_max + 4 * c.threads if cand else 512
+        try:
+            w = Worker(setup, files, in_size, out_size, self.deadline, cpus, pids, mem, str(inductor),
+                       candidate_so=so_names, sample_period_ns=c.sample_period_us * 1000)
+        except IsolationUnavailable as e:
+            raise ShiftkitError(f"{e}; set allow_unisolated=true to run without it (untrusted result)") from None
+        self.workers.append(w)
+        if cand and not self.res.sandbox:
+            self.res.sandbox = {"isolated": self.isolate, "sandbox": "bubblewrap + per-worker namespaces + seccomp"
+                                if self.isolate else "none (allow_unisolated)", "cgroup": "v2" if w.group.v2 else "v1",
+                                "sampling_period_us": c.sample_period_us}
+        import torch
+
+        sd = self.p.make_model(c.seed).state_dict()
+        h = w.load(wire.dumps_tensors({"init": self.p.init_inputs(), "state": dict(sd)}))
+        if not h.get("ok"):
+            raise WorkerFailure(h.get("kind", "load_error") if h.get("kind") in ("state_dict_mismatch", "out_of_memory",
+                                                                                  "output_limit") else "load_error",
+                                h.get("error", "load failed"), h.get("trace", ""))
+        del torch
+        return w
+
+    def close_worker(self, w: Worker) -> None:
+        if w.attribution is not None and w.setup_mode == "candidate":
+            for k, v in w.attribution.counts.items():
+                self.counts[k] += v
+            for k, v in w.attribution.foreign_files.items():
+                self.foreign_files[k] = self.foreign_files.get(k, 0) + v
+        w.close()
+        if w in self.workers:
+            self.workers.remove(w)
+
+    def close(self) -> None:
+        for w in list(self.workers):
+            try:
+                self.close_worker(w)
+            except Exception:  # noqa: BLE001 - teardown goes on
+                w.kill()
+
+    # -- one candidate round, checked
+    def run(self, w: Worker, inputs, expected, where: str, code: str | None = None, block_ops: bool = False):
+        """One round on ``w``; returns (RoundResult, output) or (RoundResult, None) after a finding."""
+        in_lay, _ = shm.layout(list(inputs))
+        out_lay, _ = shm.layout(expected)
+        rr = w.round(list(inputs), in_lay, out_lay, block_ops)
+        if w.setup_mode == "candidate":
+            self.cand_cpu_ns += rr.cpu_ns
+        h = rr.header
+        if not w.candidate_files and w.setup_mode != "candidate":
+            if not h.get("ok"):
+                raise RuntimeError(f"the {w.setup_mode} baseline failed on {where}: {str(h.get('error', ''))[-1500:]}")
+            return rr, w.outputs(out_lay, h.get("values") or [])
+        if h.get("violations"):
+            ops = ", ".join(f"{k} x{n}" for k, n in sorted(h["violations"].items()))
+            self.add(Finding("blocked_torch_op", f"torch ops ran inside ModelNew.forward: {ops}", "error", where))
+            return rr, None
+        if not h.get("ok"):
+            kind = h.get("kind", "runtime_error")
+            fcode = code if code and kind == "output_type" else _WHERE_CODE.get(kind, "runtime_error")
+            self.add(Finding(fcode, str(h.get("error", "forward failed"))[:1000], "error", where))
+            self.res.reason = self.res.reason or f"{kind} during {where}: {str(h.get('error', ''))[:300]}"
+            return rr, None
+        out = w.outputs(out_lay, h.get("values") or [])
+        if expected is None:
+            return rr, out
+        code_, msg, diff = C.compare(expected, out, self.c.tolerance, self.c.atol, self.c.rtol,
+                                     reduced_precision=self.p.allow_reduced_precision)
+        if code_:
+            self.add(Finding(code or code_, msg, "error", where))
+            return rr, None
+        self.res.max_abs_diff = max(self.res.max_abs_diff or 0.0, diff)
+        return rr, out
+
+    # -- 4. correctness
+    def plan(self) -> list[dict]:
+        """Correctness rounds: inputs, reference, what they are. All computed here, before any runs."""
+        import torch
+
+        c, p = self.c, self.p
+        model = p.make_model(c.seed).to(self.device)
+        self.model = model
+        rounds = []
+        with torch.no_grad():
+            for k in range(c.trials):
+                x = p.inputs(self.seed("trial", k))
+                rounds.append({"kind": "own", "where": f"trial {k}", "inputs": x, "expected": _cpu(model(*_to(x, self.device)))})
+            if c.transforms:
+                try:
+                    m64 = copy.deepcopy(model).double()
+                except Exception:  # noqa: BLE001
+                    m64 = None
+                base = rounds[0]
+                for i, name in enumerate(C.TRANSFORMS):
+                    if name == "sparse" and C.all_discrete(base["expected"]):
+                        continue
+                    if not C.has_float(base["inputs"]):
+                        break
+                    x = C.transform(base["inputs"], name, self.seed("transform", i))
+                    exp = _cpu(model(*_to(x, self.device)))
+                    if not self._well_defined(m64, x, exp):
+                        continue
+                    rounds.append({"kind": name, "where": f"{name} inputs", "inputs": x, "expected": exp})
+            if c.shape_variants:
+                for i, var in enumerate(p.shape_variants):
+                    x = p.inputs(self.seed("variant", i), var)
+                    rounds.append({"kind": "shape_variant", "where": f"shape variant {var}", "inputs": x,
+                                   "expected": _cpu(model(*_to(x, self.device))), "code": "shape_variant_mismatch"})
+        if c.determinism:
+            rounds.append({"kind": "repeat", "where": "determinism", "inputs": rounds[0]["inputs"],
+                           "expected": rounds[0]["expected"], "repeat": True})
+        return rounds
+
+    def _well_defined(self, m64, x, exp) -> bool:
+        import torch
+
+        if m64 is None:
+            return C.finite_where(exp, exp) and _all_finite(exp)
+        try:
+            with torch.no_grad():
+                e64 = _cpu(m64(*_to(_double(x), self.device)))
+        except Exception:  # noqa: BLE001 - the model has no fp64 path: accept only finite references
+            return _all_finite(exp)
+        if not C.finite_where(exp, e64) or not _all_finite(e64):
+            return False
+        code, _, _ = C.compare(exp, C.to_dtype_of(e64, exp), self.c.tolerance, self.c.atol, self.c.rtol,
+                               reduced_precision=self.p.allow_reduced_precision)
+        return code is None
+
+    def correctness(self) -> None:
+        res, c = self.res, self.c
+        res.stage = "correctness"
+        rounds = self.plan()
+        in_max = max(shm.nbytes(list(r["inputs"])) for r in rounds)
+        out_max = max(shm.nbytes(r["expected"]) for r in rounds)
+        cpus = self._cpus(0)
+        w = self.worker("candidate", in_max, out_max, cpus)
+        first = None
+        for r in rounds:
+            _, out = self.run(w, r["inputs"], r["expected"], r["where"], r.get("code"), block_ops=c.block_ops)
+            res.rounds.append({"kind": r["kind"], "where": r["where"], "ok": out is not None})
+            if out is None:
+                if r.get("repeat"):
+                    f = [x for x in res.findings if x.where == "determinism"]
+                    if f and f[0].code == "output_mismatch":
+                        res.findings[res.findings.index(f[0])] = dataclasses.replace(f[0], code="nondeterministic")
+                break
+            if first is None:
+                first = out
+        self.correct_worker = w
+        res.correct = not self.failed()
+
+    def _cpus(self, block: int) -> list[int] | None:
+        if not self.c.pin_cpu:
+            return None
+        cpus = _pin_cpus()
+        if not cpus:
+            return None
+        n = min(self.c.threads, len(cpus))
+        start = (block * n) % len(cpus)
+        return sorted((cpus * 2)[start:start + n])
+
+    # -- 5. paired profiling
+    def profile(self) -> None:
+        import torch
+
+        res, c, p = self.res, self.c, self.p
+        res.stage = "profile"
+        n0, per, max_blocks = block_plan(c.timed_calls, c.timing_blocks, c.max_timed_calls, c.min_block_rounds)
+        kinds = ["eager"] + (["compile"] if c.baseline_compile else [])
+        timer = c.effective_timer
+        thr = threshold(c.margin)
+        x0 = p.inputs(self.seed("warmup", 0))
+        with torch.no_grad():
+            e0 = _cpu(self.model(*_to(x0, self.device)))
+        in_size, out_size = shm.nbytes(list(x0)), shm.nbytes(e0)
+        flush = torch.empty(max(1, _flush_bytes(c) // 4), dtype=torch.float32) if _flush_bytes(c) else None
+        done_blocks, logr, block_info = [], [], []
+        wall = {n: [] for n in ["candidate"] + kinds}
+        cpu = {n: [] for n in ["candidate"] + kinds}
+        cis, decisions, need = {}, {}, False
+        kept: dict[str, Worker] = {}
+        io_bytes = 0
+        rnd = 0
+        while len(done_blocks) < max_blocks:
+            i = len(done_blocks)
+            cpus = self._cpus(i)
             if kept:
                 parties = dict(kept)
-                bt = t.for_worker(parties["candidate"])
             else:
-                if i == 0 or builds is None:
-                    parties["candidate"] = t.w
-                    bt = t
-                else:
-                    w = start_worker(p, solution, builds, c)
-                    started.append(w)
-                    _load_in_worker(w, p, c)
-                    parties["candidate"] = w
-                    bt = t.for_worker(w)
-                    bt.check_tasks(f"block {i} import")
+                parties = {"candidate": self.correct_worker if i == 0 else self.worker("candidate", in_size, out_size, cpus)}
                 for kind in kinds:
-                    w = start_worker(p, None, [], c, mode="reference" if kind == "eager" else "compile")
-                    started.append(w)
-                    _load_in_worker(w, p, c)
-                    parties[kind] = w
+                    parties[kind] = self.worker("reference" if kind == "eager" else "compile", in_size, out_size, cpus)
                 if not c.respawn_blocks:
                     kept = dict(parties)
-            cpu = cpus[i % len(cpus)] if cpus else None
-            pinned = cpu is not None and all(w.pin(cpu) for w in parties.values())
-            for name, w in parties.items():
-                w.deadline = time.monotonic() + c.timeout_s
-                h, _ = w.request({"cmd": "warmup", "n": c.warmup}, warm, max_blob=0)
-                if name == "candidate" and not h.get("ok") and h.get("violations"):
-                    bt.check_header(h, "warm-up")
-                    return {}, {}, False
-                _ok(h, f"{name} warm-up")
-            pr = _Paired(bt, parties, first=i * per)
-            while pr.rounds < (i + 1) * per and not errors(t.findings):
-                pr.round()
-            pr.recheck()
-            if errors(t.findings):
-                return {}, {}, False
-            done.append(pr)
-            logr.append({b: stats.log_ratios(pr.times(b, timer), pr.times("candidate", timer)) for b in kinds})
-            block_info.append({"cpu": cpu if pinned else None, "rounds": pr.rounds - pr.first,
-                               **{b: math.exp(stats.median(logr[-1][b])) for b in kinds},
-                               "ci": {b: [math.exp(x) for x in stats.median_ci(logr[-1][b], c.ci_level)[::2]] for b in kinds}})
+            for name, w in parties.items():  # equal warm-up; the compile baseline compiles here
+                for k in range(c.warmup):
+                    _, out = self.run(w, x0, e0 if name == "candidate" else None, f"warm-up {k}", "timed_output_mismatch")
+                    if name == "candidate" and out is None:
+                        return
+            bw = {n: [] for n in parties}
+            bc = {n: [] for n in parties}
+            names = list(parties)
+            for _ in range(per):
+                x = p.inputs(self.seed("timed", rnd))
+                with torch.no_grad():
+                    e = _cpu(self.model(*_to(x, self.device)))
+                io_bytes = io_bytes or shm.nbytes(list(x)) + shm.nbytes(e)
+                k = rnd % len(names)
+                order = names[k:] + names[:k]
+                if (rnd // len(names)) % 2:
+                    order = order[::-1]
+                for name in order:
+                    if flush is not None:
+                        _flush(flush, cpus)
+                    rr, out = self.run(parties[name], x, e if name == "candidate" else None, f"timed call {rnd}",
+                                       "timed_output_mismatch")
+                    if name == "candidate" and out is None:
+                        return
+                    bw[name].append(rr.wall_ns)
+                    bc[name].append(rr.cpu_ns)
+                rnd += 1
+            for n in parties:
+                wall[n] += bw[n]
+                cpu[n] += bc[n]
+            t = bc if timer == "cpu" else bw
+            logr.append({b: stats.log_ratios(t[b], t["candidate"]) for b in kinds})
+            block_info.append({"cpus": cpus, "rounds": per, **{b: math.exp(stats.median(logr[-1][b])) for b in kinds},
+                               "ci": {b: [math.exp(v) for v in stats.median_ci(logr[-1][b], c.ci_level)[::2]] for b in kinds}})
+            done_blocks.append(i)
             if c.respawn_blocks:
                 for w in list(parties.values()):
-                    if w is not t.w:
-                        w.close()
-                        started.remove(w)
-            if len(done) < n0:
+                    self.close_worker(w)
+            if len(done_blocks) < n0:
                 continue
             cis, decisions = block_decisions(logr, thr, c.ci_level)
             need = decisions.get("eager") == "undecided" or (decisions.get("eager") == "above" and decisions.get("compile") == "undecided")
             if not need:
                 break
         names = ["candidate"] + kinds
-        cat = {k: {n: [x for pr in done for x in getattr(pr, k)[n]] for n in names} for k in ("wall", "cpu", "outside")}
-        timings = {n: timing_summary(cat["wall"][n], cat["cpu"][n], timer) for n in names}
-        paired = {b: {"speedup": math.exp(cis[b][1]), "ci": [math.exp(cis[b][0]), math.exp(cis[b][2])],
-                      "decision": decisions[b], "threshold": thr} for b in cis}
-        paired["rounds"] = sum(pr.rounds - pr.first for pr in done)
-        paired["rechecked"] = sum(pr.checked for pr in done)
-        paired["timer"] = timer
-        paired["blocks"] = block_info
-        paired["interval"] = "student_t over block medians" if len(done) > 1 else "order statistics over rounds (one block)"
-        if timer == "cpu" and paired["rounds"]:
-            oc, oe = cat["outside"]["candidate"], cat["outside"]["eager"]
-            out_c, out_e = stats.median(oc), stats.median(oe)
-            diff = stats.median([a - b for a, b in zip(oc, oe)])
-            paired["outside_cpu_ms_per_round"] = {"candidate": out_c / 1e6, "eager": out_e / 1e6, "paired_diff": diff / 1e6}
-            med = stats.median(cat["cpu"]["candidate"])
-            if diff > untimed_work_bound(med, out_e):
-                t.add(Finding("untimed_work", f"the candidate used {diff / 1e6:.2f} ms more CPU per round than the eager baseline "
-                              f"outside its timed calls (median of paired differences; eager {out_e / 1e6:.2f} ms): work moved "
-                              "out of the timed window? (review: a backstop that load noise can trip)", "review", "timing"))
-        io_bytes = next((pr.io_bytes for pr in done if pr.io_bytes), 0)
+        res.timings = {n: timing_summary(wall[n], cpu[n], timer) for n in names}
+        res.paired = {b: {"speedup": math.exp(cis[b][1]), "ci": [math.exp(cis[b][0]), math.exp(cis[b][2])],
+                          "decision": decisions[b], "threshold": thr} for b in cis}
+        res.paired.update({"rounds": rnd, "rechecked": rnd, "timer": timer, "blocks": block_info,
+                           "interval": "student_t over block medians" if len(done_blocks) > 1 else "order statistics over rounds (one block)"})
         if c.floor_bandwidth_factor > 0 and io_bytes:
-            floor_ms = io_bytes / (c.floor_bandwidth_factor * memory_bandwidth(t.device)) * 1e3
-            paired["floor_ms"] = floor_ms
-            if timings["candidate"]["median_ms"] < floor_ms:
-                t.add(Finding("below_physical_floor", f"median {timings['candidate']['median_ms']:.4f} ms is below the memory-bandwidth "
-                              f"floor {floor_ms:.4f} ms for {io_bytes} bytes", "error", "timing"))
-        inconclusive = any(v == "undecided" for v in decisions.values()) and need
-        return timings, paired, inconclusive
-    finally:
-        for w in started:
-            if w is not t.w:
-                w.close()
+            floor_ms = io_bytes / (c.floor_bandwidth_factor * memory_bandwidth(self.device)) * 1e3
+            res.paired["floor_ms"] = floor_ms
+            if res.timings["candidate"]["median_ms"] < floor_ms:
+                self.add(Finding("below_physical_floor", f"median {res.timings['candidate']['median_ms']:.4f} ms is below the "
+                                 f"memory-bandwidth floor {floor_ms:.4f} ms for {io_bytes} bytes", "error", "timing"))
+        res.inconclusive = any(v == "undecided" for v in decisions.values()) and need
+        if not self.failed():
+            res.speedup_eager = res.paired["eager"]["speedup"]
+            res.speedup_compile = res.paired["compile"]["speedup"] if "compile" in res.paired else None
+
+    # -- 6. attribution
+    def attribute(self) -> None:
+        for w in list(self.workers):
+            if w.setup_mode == "candidate":
+                self.close_worker(w)
+        counts = self.counts
+        total = sum(counts.values())
+        self.res.sandbox["samples"] = dict(counts)
+        if self.foreign_files:
+            top = sorted(self.foreign_files.items(), key=lambda kv: -kv[1])[:5]
+            self.res.sandbox["foreign_files"] = {k: v for k, v in top}
+        v = foreign_verdict(counts, self.c.foreign_share_max)
+        if v:
+            self.add(Finding(v[0], v[1], "error", "sampling"))
+        expect = self.cand_cpu_ns / (self.c.sample_period_us * 1000)
+        self.res.sandbox["sample_coverage"] = round(total / expect, 3) if expect else None
+        msg = coverage_verdict(total, self.cand_cpu_ns, self.c.sample_period_us)
+        if msg:
+            self.add(Finding("sampling_evaded", msg, "error", "sampling"))
+
+
+def _flush(buf, cpus: list[int] | None) -> None:
+    """Evict the last-level cache from the parent, on the block's CPU (the worker tree is frozen)."""
+    old = None
+    if cpus:
+        try:
+            old = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, set(cpus))
+        except OSError:
+            old = None
+    buf.add_(1.0)
+    if old is not None:
+        try:
+            os.sched_setaffinity(0, old)
+        except OSError:
+            pass
+
+
+def _to(x, device):
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.to(device) if x.device.type != device else x
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to(v, device) for v in x)
+    if isinstance(x, dict):
+        return {k: _to(v, device) for k, v in x.items()}
+    return x
+
+
+def _cpu(x):
+    return _to(x, "cpu")
+
+
+def _double(x):
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.double() if x.is_floating_point() else (x.to(torch.complex128) if x.is_complex() else x)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_double(v) for v in x)
+    return x
+
+
+def _all_finite(x) -> bool:
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return not (x.is_floating_point() or x.is_complex()) or bool(torch.isfinite(x).all())
+    if isinstance(x, (list, tuple)):
+        return all(_all_finite(v) for v in x)
+    if isinstance(x, dict):
+        return all(_all_finite(v) for v in x.values())
+    return True
 
 
 # ----------------------------------------------------------------------------- the whole protocol
 
-def evaluate(problem, solution, config: EvalConfig | None = None) -> Result:
-    """Evaluate one solution against one problem. Never raises for anything the candidate does: every
-    failure is a Result with findings and a reason. Raises ShiftkitError for user/harness conditions
-    (missing files, bad config, backend or sandbox unavailable)."""
-    config = config or EvalConfig()
-    config.validate()
-    t0 = time.perf_counter()
-    p, s = _resolve(problem, solution, config)
-    res = Result(problem=p.name, solution=str(s.path))
-    import torch
-
-    prev = torch.get_num_threads()
-    torch.set_num_threads(config.threads)  # the parent's checks share the cores with the worker
-    try:
-        _evaluate(p, s, config, res)
-    finally:
-        torch.set_num_threads(prev)
-        res.seconds = time.perf_counter() - t0
-    return res
-
-
-def _finish(res: Result, config: EvalConfig, reason_prefix: str = "") -> Result:
+def _finish(res: Result, config: EvalConfig) -> Result:
     errs = errors(res.findings)
     res.correct = res.correct and not errs
-    if config.reward == "milestone" and res.paired:
+    if config.reward == "milestone" and res.paired and res.correct:
         reward, why, res.inconclusive = paired_milestone_reward(
             res.correct, res.paired.get("eager", {}).get("decision"), res.paired.get("compile", {}).get("decision"),
             res.speedup_eager, res.speedup_compile, config.margin)
@@ -867,76 +763,102 @@ def _finish(res: Result, config: EvalConfig, reason_prefix: str = "") -> Result:
     if res.correct and not config.profile:
         why = "correct (compile + verify only; not profiled)"
     if not res.correct:
+        res.reward = -1.0 if not any(f.code == "degenerate_problem" for f in res.findings) else 0.0
         why = res.reason or (f"{errs[0].code}: {errs[0].message}" if errs else "incorrect")
         res.inconclusive = False
     if res.sandbox.get("isolated") is False and not any(f.code == "untrusted_result" for f in res.findings):
-        res.findings.append(Finding("untrusted_result", f"ran without the sandbox: {res.sandbox.get('reason', '')}", "review"))
-    res.reason = reason_prefix + why
+        res.findings.append(Finding("untrusted_result", f"ran without the sandbox ({isolation_problem()})", "review"))
+    res.reason = why
     return res
 
 
-def _evaluate(p: Problem, s: Solution, config: EvalConfig, res: Result) -> None:
-    avail, why = get_backend(config.backend).available()
+def _run(ev: _Evaluation) -> None:
+    res, c = ev.res, ev.c
+    avail, why = get_backend(c.backend).available()
     if not avail:
-        raise ShiftkitError(f"backend {config.backend!r} is not available here: {why}")
-    res.findings = static_findings(s, p.allow_reduced_precision) if config.static_checks else list(s.findings)
-    if config.stop_on_static and errors(res.findings):
-        e = errors(res.findings)[0]
-        res.reason = f"static check {e.code}: {e.message}"
-        _finish(res, config)
-        return
-    builds = _do_build(res, s, config)
-    if not res.compiled:
-        _finish(res, config)
+        raise ShiftkitError(f"backend {c.backend!r} is not available here: {why}")
+    res.findings = list(ev.s.findings)
+    if not ev.build():
         return
     res.stage = "admission"
-    adm = admit_problem(p, config) if config.check_degenerate else []
+    adm = admit_problem(ev.p, c) if c.check_degenerate else []
     if adm:
         res.findings += adm
-        res.reward, res.reason = 0.0, f"problem not admitted: {adm[0].message}"
+        res.reason = f"problem not admitted: {adm[0].message}"
         return
-    res.stage = "load"
-    w = None
     try:
-        w = start_worker(p, s, builds, config)
-        res.sandbox = dict(w.sandbox)
-        _load_in_worker(w, p, config)
-        t = _Trials(w, p, config, s)
-        t.check_tasks("import")
-        res.stage = "correctness"
-        res.correct = check_correctness(t)
-        res.findings += t.findings
-        res.max_abs_diff = t.max_diff
-        if res.correct and config.profile:
-            res.stage = "profile"
-            t.findings = []
-            res.timings, res.paired, res.inconclusive = paired_profile(t, s, builds)
-            res.findings += t.findings
-            res.correct = not errors(res.findings)
-    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as e:  # a reply we cannot interpret
-        res.findings.append(Finding("protocol_violation", f"malformed reply from the worker: {type(e).__name__}: {str(e)[:300]}", "error", res.stage))
-        res.correct = False
-        res.reason = f"protocol_violation during {res.stage}: {type(e).__name__}"
+        res.stage = "load"
+        ev.correctness()
+        if res.correct and c.profile:
+            ev.profile()
     except WorkerFailure as e:
         if e.violations:
             ops = ", ".join(f"{k} x{n}" for k, n in sorted(e.violations.items()))
-            res.findings.append(Finding("blocked_torch_op", f"torch ops ran inside ModelNew.forward: {ops}", "error", res.stage))
+            ev.add(Finding("blocked_torch_op", f"torch ops ran inside ModelNew.forward: {ops}", "error", res.stage))
         known = ("worker_crash", "timeout", "out_of_memory", "output_limit", "runtime_error", "load_error",
-                 "state_dict_mismatch", "protocol_violation", "harness_tampering")
-        res.findings.append(Finding(e.code if e.code in known else "runtime_error", e.message[:1000], "error", res.stage))
-        res.correct = False
+                 "state_dict_mismatch", "protocol_violation")
+        ev.add(Finding(e.code if e.code in known else "runtime_error", e.message[:1000], "error", res.stage))
         res.reason = f"{e.code} during {res.stage}: {e.message[:300]}"
         if e.log_tail:
             res.sandbox["log_tail"] = e.log_tail[-1500:]
     finally:
-        if w is not None:
-            w.close()
-    if res.correct and config.profile and res.paired:
-        res.speedup_eager = res.paired["eager"]["speedup"]
-        if "compile" in res.paired:
-            res.speedup_compile = res.paired["compile"]["speedup"]
+        ev.attribute()
+    if res.speedup_eager is not None:
         best = max(x for x in (res.speedup_eager, res.speedup_compile) if x is not None)
-        if best > config.implausible_speedup:
-            res.findings.append(Finding("implausible_speedup", f"speedup {best:.1f}x exceeds {config.implausible_speedup:g}x: review", "review"))
+        if best > c.implausible_speedup:
+            res.findings.append(Finding("implausible_speedup", f"speedup {best:.1f}x exceeds {c.implausible_speedup:g}x: review", "review"))
+    res.correct = not ev.failed() and bool(res.rounds) and all(r["ok"] for r in res.rounds)
     res.stage = "done"
+
+
+def evaluate(problem, solution, config: EvalConfig | None = None) -> Result:
+    """Evaluate one solution against one problem. Never raises for anything the candidate does: every failure
+    is a Result with findings and a reason, within ``compile_timeout_s + timeout_s`` plus a fixed slack.
+    Raises ShiftkitError for user/harness conditions (missing files, bad config, backend or sandbox unavailable)."""
+    config = config or EvalConfig()
+    config.validate()
+    t0 = time.perf_counter()
+    p, s = _resolve(problem, solution, config)
+    res = Result(problem=p.name, solution=str(s.path))
+    import torch
+
+    prev = torch.get_num_threads()
+    torch.set_num_threads(config.threads)
+    ev = None
+    try:
+        ev = _Evaluation(p, s, config, res)
+        _run(ev)
+    except ShiftkitError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the one boundary: a harness failure is a finding, never a crash
+        msg = f"{type(e).__name__}: {e}"
+        res.findings.append(Finding("harness_error", msg if len(msg) < 2000 else msg[:1000] + " ... " + msg[-1000:], "error", res.stage))
+        res.correct = False
+        res.reason = f"harness error during {res.stage}: {type(e).__name__}"
+    finally:
+        if ev is not None:
+            ev.close()
+        torch.set_num_threads(prev)
+        res.seconds = time.perf_counter() - t0
     _finish(res, config)
+    return res
+
+
+def compile_only(problem, solution, config: EvalConfig | None = None) -> Result:
+    """Static checks + build, no execution: structured compile errors for agent tools."""
+    config = config or EvalConfig()
+    config.validate()
+    t0 = time.perf_counter()
+    p, s = _resolve(problem, solution, config)
+    res = Result(problem=p.name, solution=str(s.path))
+    try:
+        ev = _Evaluation(p, s, config, res)
+        res.findings = list(s.findings)
+        ev.build()
+    except ShiftkitError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        res.findings.append(Finding("harness_error", f"{type(e).__name__}: {str(e)[:500]}", "error", res.stage))
+    res.reward, res.reason = (0.0, "compiled") if res.compiled and not errors(res.findings) else (-1.0, res.reason or "not compiled")
+    res.seconds = time.perf_counter() - t0
+    return res

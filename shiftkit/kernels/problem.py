@@ -7,7 +7,8 @@ module-level size constants, exactly as in KernelBench. Optional module-level ex
   yields other shapes (``get_init_inputs()`` must not change); a solution that hard-codes the default
   shape fails them.
 - ``ALLOW_REDUCED_PRECISION = True``: lets solutions use half/bf16/TF32/fast-math.
-- ``ATOL`` / ``RTOL``: per-problem tolerance overrides.
+- ``ATOL`` / ``RTOL``: per-problem tolerance overrides (ATOL is a fraction of the output's rms, as in
+  :mod:`correctness`).
 - ``ORIGINAL_SIZES = {...}``: written by ``import-kernelbench --scale cpu``.
 """
 
@@ -26,7 +27,7 @@ from shiftkit.errors import ShiftkitError
 
 
 @dataclass
-class Problem:
+class KernelProblem:
     name: str
     path: Path
     source: str
@@ -94,7 +95,7 @@ def _import_file(path: Path, modname: str) -> ModuleType:
     return mod
 
 
-def load_problem(path: str | Path) -> Problem:
+def load_problem(path: str | Path) -> KernelProblem:
     """Load a KernelBench-format problem file (trusted code) into this process."""
     p = Path(path)
     if p.is_dir():
@@ -108,4 +109,7 @@ def load_problem(path: str | Path) -> Problem:
     for attr in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(mod, attr):
             raise ShiftkitError(f"problem {p} lacks {attr}; a problem defines Model, get_inputs, get_init_inputs")
-    return Problem(name=p.stem, path=p.resolve(), source=src, module=mod)
+    return KernelProblem(name=p.stem, path=p.resolve(), source=src, module=mod)
+
+
+Problem = KernelProblem  # the name used before issue #21 (agent code and configs may still say it)

@@ -1,100 +1,508 @@
-"""The trusted parent's handle on a jailed worker process tree.
+"""The trusted parent's handle on sandboxed workers: bubblewrap, the zygote, cgroups, perf sampling, rounds.
 
-Workers are forked from a forkserver that has torch and the worker module preloaded (a fresh worker costs
-~0.1-0.5 s instead of a torch import); the forkserver is started with a scrubbed environment, so no
-secret reaches it or its children. Each worker joins its own cgroup and jails itself (``jail.enter``:
-user, mount, network, PID, IPC and UTS namespaces, read-only file system, no capabilities) before any
-candidate code runs. The parent owns the clock and the CPU accounting: time is ``perf_counter_ns``
-around a framed request/response with a per-call nonce, CPU time is the cgroup's whole-tree counter.
-Every read has a deadline and a length cap (``wire.Channel``); a dead worker's exit status is mapped to
-a structured failure; close() kills the whole tree.
+**bubblewrap** (Debian's ``bubblewrap``; ``scripts/sysdeps.sh`` installs it) builds every sandbox's file
+system from nothing: the OS (``/usr``, the loader cache), the Python installation, torch, the ``shiftkit``
+package, all read-only; a private ``/tmp``; ``/dev`` with the harmless nodes; new user, PID, network,
+IPC, UTS and cgroup namespaces; no capabilities; ``--die-with-parent``; ``--new-session``. Nothing else
+of the host is visible: no build cache, no other solution, no problem file but the one a baseline needs.
+Builds run in one such sandbox per command (:mod:`build`); workers are forked from a zygote that lives in
+one (:mod:`zygote`), each then taking its own namespaces inside it.
+
+A :class:`Worker` is one sandboxed process tree, in its own cgroup (:mod:`cgroups`), sampled by the
+parent's perf events (:mod:`perf`), fed through two parent-owned memory regions (:mod:`shm`) and a control
+socket. The parent keeps the tree frozen except inside a round: it writes the inputs, thaws the tree,
+sends the request; on the reply it freezes the tree, stops its clocks, reads the tree's CPU time and copies
+the outputs. Only the descriptors the parent passes exist in a worker.
 """
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing as mp
+import json
 import os
+import secrets
 import shutil
 import signal
+import socket
+import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass, field
 
-from shiftkit.kernels import jail, wire
+from shiftkit.kernels import cgroups, perf, shm, wire
 
-_CTX = None
-SECRET_ENV = "SHIFTKIT_KERNEL_SECRET_SEED"
-
-
-def _secretish(name: str) -> bool:
-    n = name.upper()
-    return name == SECRET_ENV or any(s in n for s in ("SECRET", "TOKEN", "PASSWORD", "API_KEY", "CREDENTIAL"))
+SAFE_ENV = ("LANG", "LC_ALL")
+BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from shiftkit.kernels import zygote; zygote.main(int(sys.argv[2]))"
 
 
-@contextlib.contextmanager
-def _scrubbed_environ():
-    saved = {k: v for k, v in os.environ.items() if _secretish(k)}
-    for k in saved:
-        del os.environ[k]
-    try:
-        yield
-    finally:
-        os.environ.update(saved)
-
-
-def _ctx():
-    global _CTX
-    if _CTX is None:
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["shiftkit.kernels.worker"])
-        from multiprocessing import forkserver
-
-        with _scrubbed_environ(), _main_hidden():
-            forkserver.ensure_running()
-        _CTX = ctx
-    return _CTX
-
-
-@contextlib.contextmanager
-def _main_hidden():
-    """Keep multiprocessing from re-running the caller's ``__main__`` (a script, pytest) in the worker."""
-    main = sys.modules.get("__main__")
-    saved = {k: getattr(main, k) for k in ("__file__", "__spec__") if main is not None and hasattr(main, k)}
-    try:
-        if main is not None:
-            for k in saved:
-                if k == "__spec__":
-                    main.__spec__ = None
-                else:
-                    delattr(main, k)
-        yield
-    finally:
-        for k, v in saved.items():
-            setattr(main, k, v)
+class IsolationUnavailable(Exception):
+    """The sandbox cannot be set up here (a harness-side condition, not a finding)."""
 
 
 class WorkerFailure(Exception):
     def __init__(self, code: str, message: str, log_tail: str = "", violations: dict | None = None):
         super().__init__(message)
-        self.code = code
-        self.message = message
-        self.log_tail = log_tail
-        self.violations = violations or {}
+        self.code, self.message, self.log_tail, self.violations = code, message, log_tail, violations or {}
 
 
-class IsolationUnavailable(Exception):
-    """The sandbox could not be set up (namespaces refused): a harness-side condition, not a finding."""
+def shiftkit_root() -> str:
+    """The directory holding the ``shiftkit`` package the parent runs (a checkout or site-packages)."""
+    import shiftkit
+
+    return os.path.dirname(os.path.dirname(os.path.realpath(shiftkit.__file__)))
 
 
-_HEADER_TYPES = {"reply_to": str, "ok": bool, "nonce": int, "kind": str, "error": str, "trace": str, "reused": bool,
-                 "kernel_calls": int, "out_digest": str, "in_digest": str, "inputs_digest": str, "violations": dict,
-                 "isolation_error": str, "isolation": dict, "pid": int, "hello": bool, "stage": str}
+def python_paths() -> list[str]:
+    """Read-only binds for the interpreter: its prefixes and the site-packages directories on sys.path
+    (not arbitrary sys.path entries such as a script's directory)."""
+    prefixes = {os.path.realpath(d) for d in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    out = set(prefixes)
+    for p in sys.path:
+        if not p or not os.path.isdir(p):
+            continue
+        r = os.path.realpath(p)
+        if r.endswith(("site-packages", "dist-packages")) and not any(r.startswith(q + "/") for q in prefixes):
+            out.add(r)
+    return sorted(out)
+
+
+def _os_binds() -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for d in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
+        p = "/" + d
+        if os.path.islink(p):
+            args += ["--symlink", os.readlink(p), p]
+        elif os.path.isdir(p):
+            args += ["--ro-bind", p, p]
+    for p in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives"):
+        if os.path.exists(p):
+            args += ["--ro-bind", p, p]
+    if os.path.isdir("/sys/devices/system/cpu"):  # torch's CPU-capability detection reads it
+        args += ["--ro-bind", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
+    return args
+
+
+def _gpu_binds() -> list[str]:
+    """The NVIDIA device nodes, for workers of the cuda backend (written, not run: no GPU here)."""
+    import glob
+
+    out = []
+    for p in sorted(glob.glob("/dev/nvidia*")):
+        out += ["--dev-bind", p, p]
+    return out
+
+
+def bwrap_argv(ro: list[str] = (), rw: list[tuple[str, str]] = (), tmp_bytes: int = 512 << 20, env: dict | None = None,
+               extra: list[str] = ()) -> list[str]:
+    """The bubblewrap command line for a sandbox with the OS, ``ro`` dirs (same path) and ``rw`` binds."""
+    bw = shutil.which("bwrap")
+    if not bw:
+        raise IsolationUnavailable("bubblewrap (bwrap) is not installed (scripts/sysdeps.sh installs it)")
+    args = [bw, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", *_os_binds()]
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
+    seen = set()
+    for d in ro:  # after the tmpfs: a checkout and its venv may live under /tmp
+        d = os.path.realpath(d)
+        if d in seen or not os.path.exists(d):
+            continue
+        seen.add(d)
+        args += ["--ro-bind", d, d]
+    for src, dst in rw:
+        args += ["--bind", src, dst]
+    args += ["--clearenv"]
+    for k, v in (env or {}).items():
+        args += ["--setenv", k, str(v)]
+    return args + list(extra)
+
+
+def base_env(extra: dict | None = None) -> dict:
+    env = {k: os.environ[k] for k in SAFE_ENV if k in os.environ}
+    env.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "USER": "sandbox",
+                "LOGNAME": "sandbox"})
+    env.update(extra or {})
+    return env
+
+
+_PROBE: dict[str, str] = {}
+
+
+def isolation_problem() -> str:
+    """'' where workers can be fully sandboxed here, else why not (probed once per process)."""
+    if "why" not in _PROBE:
+        why = cgroups.problem() or perf.problem()
+        if not why:
+            try:
+                r = subprocess.run(bwrap_argv(extra=["--", "/bin/true"]), capture_output=True, timeout=60,
+                                   stdin=subprocess.DEVNULL)
+                if r.returncode != 0:
+                    why = "bubblewrap cannot create a sandbox here: " + r.stderr.decode(errors="replace").strip()[:300]
+            except IsolationUnavailable as e:
+                why = str(e)
+            except (OSError, subprocess.SubprocessError) as e:
+                why = f"bubblewrap failed to run: {e}"
+        _PROBE["why"] = why
+    return _PROBE["why"]
+
+
+# ----------------------------------------------------------------------------- the zygote
+
+class Zygote:
+    """One zygote per (parent process, isolation, inductor cache dir)."""
+
+    def __init__(self, isolate: bool, inductor_dir: str, start_timeout_s: float = 300.0):
+        self.isolate, self.inductor_dir = isolate, inductor_dir
+        self.lock = threading.Lock()
+        self.spool_host = tempfile.mkdtemp(prefix="sk_spool_")
+        self.spool = "/spool" if isolate else self.spool_host
+        self.log_path = os.path.join(self.spool_host, "zygote.log")
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock = mine
+        cmd = [sys.executable, "-I", "-c", BOOT, shiftkit_root(), str(theirs.fileno())]
+        if isolate:
+            cmd = bwrap_argv(ro=python_paths() + [os.path.join(shiftkit_root(), "shiftkit")],
+                             rw=[(self.spool_host, "/spool"), (inductor_dir, "/inductor")],
+                             env=base_env({"OMP_NUM_THREADS": "1"}),
+                             extra=[*_gpu_binds(), "--uid", "1000", "--gid", "1000", "--dir", "/sol", "--chdir", "/tmp",
+                                    "--"]) + cmd
+        log = open(self.log_path, "wb")  # noqa: SIM115
+        try:
+            self.proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(),), close_fds=True, stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=log, env=base_env({"OMP_NUM_THREADS": "1"}),
+                                         start_new_session=True, cwd="/")
+        finally:
+            log.close()
+            theirs.close()
+        try:
+            r = self._reply(time.monotonic() + start_timeout_s)
+        except WorkerFailure as e:
+            self.close()
+            raise IsolationUnavailable(f"the worker zygote did not start: {e.message}: {self.log_tail()}") from None
+        if not r.get("ready"):
+            self.close()
+            raise IsolationUnavailable("the worker zygote did not start")
+
+    def log_tail(self) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read()[-600:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _reply(self, deadline: float) -> dict:
+        while True:
+            if wire._ready(self.sock.fileno(), 1, max(0.0, min(1.0, deadline - time.monotonic()))):
+                msg = self.sock.recv(1 << 16)
+                if not msg:
+                    raise WorkerFailure("worker_crash", "the zygote closed its socket")
+                return json.loads(msg)
+            if self.proc.poll() is not None:
+                raise WorkerFailure("worker_crash", f"the zygote exited ({self.proc.returncode})")
+            if time.monotonic() > deadline:
+                raise WorkerFailure("timeout", "the zygote did not answer in time")
+
+    def request(self, req: dict, fds: list[int] = (), timeout_s: float = 30.0) -> dict:
+        with self.lock:
+            self.sock.sendmsg([json.dumps(req).encode()],
+                              [(socket.SOL_SOCKET, socket.SCM_RIGHTS, bytes(memoryview(__import__("array").array("i", fds))))]
+                              if fds else [])
+            return self._reply(time.monotonic() + timeout_s)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        shutil.rmtree(self.spool_host, ignore_errors=True)
+
+
+_ZYGOTES: dict[tuple, Zygote] = {}
+_ZLOCK = threading.Lock()
+
+
+def zygote(isolate: bool, inductor_dir: str, timeout_s: float = 300.0) -> Zygote:
+    """This process's zygote for (isolation, inductor cache), started on first use within ``timeout_s``."""
+    key = (os.getpid(), isolate, inductor_dir)
+    with _ZLOCK:
+        z = _ZYGOTES.get(key)
+        if z is None or not z.alive():
+            if z is not None:
+                z.close()
+            z = _ZYGOTES[key] = Zygote(isolate, inductor_dir, start_timeout_s=max(1.0, timeout_s))
+        return z
+
+
+def shutdown() -> None:
+    """Stop every zygote this process started (also at exit)."""
+    with _ZLOCK:
+        for k, z in list(_ZYGOTES.items()):
+            if k[0] == os.getpid():
+                z.close()
+            del _ZYGOTES[k]
+
+
+import atexit  # noqa: E402
+
+atexit.register(shutdown)
+
+
+# ----------------------------------------------------------------------------- a worker
+
+@dataclass
+class RoundResult:
+    wall_ns: int
+    cpu_ns: int
+    header: dict
+    samples: dict = field(default_factory=dict)
+
+
+_SIG_CODES = {signal.SIGXFSZ: "output_limit", signal.SIGXCPU: "timeout"}
+
+
+def _recv_hello(sock: socket.socket, want: bytes, deadline: float) -> int:
+    """The worker's hello; returns its pid in the parent's namespace, from the kernel-attached credentials."""
+    import struct
+
+    data, pid = b"", None
+    while len(data) < len(want):
+        rem = deadline - time.monotonic()
+        if rem <= 0 or not wire._ready(sock.fileno(), 1, rem):
+            raise wire.ChannelTimeout("no hello from the worker")
+        msg, anc, _, _ = sock.recvmsg(len(want) - len(data), socket.CMSG_SPACE(12))
+        if not msg:
+            raise wire.ChannelClosed("the worker closed its socket during setup")
+        data += msg
+        for level, typ, blob in anc:
+            if level == socket.SOL_SOCKET and typ == socket.SCM_CREDENTIALS:
+                pid = struct.unpack("iII", blob[:12])[0]
+    if data != want or not pid:
+        raise wire.ProtocolError("malformed hello from the worker")
+    return pid
+
+
+class Worker:
+    """One sandboxed worker tree (see the module docstring). ``files``: {name in /sol: host path to copy}."""
+
+    def __init__(self, setup: dict, files: dict[str, str], in_size: int, out_size: int, deadline: float,
+                 cpus: list[int] | None, pids_max: int, mem_bytes: int, inductor_dir: str, candidate_so: list[str] = (),
+                 sample_period_ns: int = 50_000):
+        self.deadline = deadline
+        self.isolate = setup.get("isolate", True)
+        self.zyg = zygote(self.isolate, inductor_dir, deadline - time.monotonic())
+        self.wid = secrets.token_hex(8)
+        self.dir = os.path.join(self.zyg.spool_host, self.wid)
+        self.group = self.sampler = self.ch = self.sock = self.attribution = None
+        self.inp = self.out = None
+        self.setup_mode = setup.get("mode", "candidate")
+        self.candidate_files: set = set()
+        self.closed = False
+        self.log_path = os.path.join(self.zyg.spool_host, self.wid + ".log")
+        try:
+            os.mkdir(self.dir, 0o755)
+            for name, src in files.items():
+                dst = os.path.join(self.dir, name)
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                shutil.copyfile(src, dst)
+                os.chmod(dst, 0o644)
+            self.candidate_files = {(os.stat(os.path.join(self.dir, n)).st_dev, os.stat(os.path.join(self.dir, n)).st_ino)
+                                    for n in candidate_so}
+            self.inp = shm.Region("sk_in", in_size, readonly_for_worker=True)
+            self.out = shm.Region("sk_out", out_size, readonly_for_worker=False)
+            self.group = cgroups.make_group("skw", pids_max=pids_max, mem_bytes=mem_bytes, cpus=cpus)
+            a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock = a
+            a.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+            logfd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            sol = os.path.join(self.zyg.spool, self.wid)
+            full = dict(setup, in_size=self.inp.size, out_size=self.out.size, spool_dir=sol,
+                        sol_dir="/sol" if self.isolate else sol)
+            try:
+                r = self.zyg.request({"op": "spawn", "wid": self.wid, "setup": full}, [b.fileno(), self.inp.fd, self.out.fd, logfd],
+                                     timeout_s=max(1.0, deadline - time.monotonic()))
+            finally:
+                b.close()
+                os.close(logfd)
+            if not r.get("ok"):
+                raise WorkerFailure("worker_crash", "the zygote refused to start a worker")
+            anchor = _recv_hello(a, wire.HELLO_ANCHOR, deadline)
+            self.group.join(anchor)
+            a.sendall(b"P")
+            payload = _recv_hello(a, wire.HELLO_PAYLOAD, deadline)
+            self.pid = payload
+            self.sampler = perf.Sampler(payload, period_ns=sample_period_ns)
+            self.attribution = perf.Attribution(self.candidate_files)
+            a.sendall(b"G")
+            self.ch = wire.Channel(a.fileno(), max_blob=0)
+            self.frozen = False
+        except (wire.ChannelTimeout, wire.ChannelClosed, wire.ProtocolError) as e:
+            f = self._fail(str(e))
+            self.close()
+            raise f from None
+        except BaseException:
+            self.close()
+            raise
+
+    # -- plumbing
+    def log_tail(self, n: int = 2000) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, 2)
+                f.seek(max(0, f.tell() - n))
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def exit_status(self, wait_s: float = 3.0) -> int | None:
+        end = time.monotonic() + wait_s
+        while True:
+            try:
+                r = self.zyg.request({"op": "status", "wid": self.wid}, timeout_s=5)
+            except (WorkerFailure, OSError):
+                return None
+            if r.get("status") is not None or not r.get("running") or time.monotonic() > end:
+                return r.get("status")
+            time.sleep(0.05)
+
+    def _fail(self, why: str = "", timed_out: bool = False) -> WorkerFailure:
+        if timed_out:
+            self.kill()
+            return WorkerFailure("timeout", "the evaluation's wall-clock budget ran out", self.log_tail())
+        st = self.exit_status()
+        tail = self.log_tail()
+        if st is None:
+            self.kill()
+            st = self.exit_status(1.0)
+        mem = self.group is not None and self.group.mem_failcnt() > 0
+        if st is not None and st > 128:
+            sig = st - 128
+            try:
+                name = signal.Signals(sig).name
+            except ValueError:
+                name = f"signal {sig}"
+            code = _SIG_CODES.get(sig, "out_of_memory" if sig == signal.SIGKILL and mem else "worker_crash")
+            hint = " (inputs are mapped read-only: writing them faults)" if sig in (signal.SIGSEGV, signal.SIGBUS) else ""
+            return WorkerFailure(code, f"worker died with {name}{hint}", tail)
+        if st == 71:
+            return WorkerFailure("worker_crash", "worker setup failed: " + tail.strip().splitlines()[-1][:300] if tail.strip()
+                                 else "worker setup failed", tail)
+        return WorkerFailure("out_of_memory" if mem else "worker_crash",
+                             f"worker exited with status {st}" + (f" ({why})" if why else ""), tail)
+
+    def _violation(self, msg: str) -> WorkerFailure:
+        self.kill()
+        return WorkerFailure("protocol_violation", msg, self.log_tail())
+
+    def _recv(self, deadline: float) -> dict:
+        try:
+            h, _ = self.ch.recv(deadline, max_blob=0)
+        except wire.ChannelTimeout:
+            raise self._fail(timed_out=True) from None
+        except wire.ChannelClosed:
+            raise self._fail() from None
+        except wire.ProtocolError as e:
+            raise self._violation(f"malformed reply from the worker: {e}") from None
+        bad = header_problem(h)
+        if bad:
+            raise self._violation(f"malformed reply from the worker: {bad}")
+        return h
+
+    def _send(self, header: dict, blob: bytes = b"") -> None:
+        try:
+            self.ch.send(header, blob, self.deadline)
+        except wire.ChannelTimeout:
+            raise self._fail(timed_out=True) from None
+        except wire.ChannelClosed:
+            raise self._fail() from None
+
+    def freeze(self) -> None:
+        if not self.group.freeze(self.deadline):
+            raise self._fail(timed_out=True)
+        self.frozen = True
+
+    def thaw(self) -> None:
+        self.group.thaw()
+        self.frozen = False
+
+    # -- the protocol
+    def load(self, blob: bytes) -> dict:
+        """Construct the model (candidate import happens here); the tree is frozen afterwards."""
+        self._send({"cmd": "load"}, blob)
+        h = self._recv(self.deadline)
+        if h.get("reply_to") != "load":
+            raise self._violation("the reply does not answer 'load'")
+        self.freeze()
+        self.load_samples = self.attribution.add(self.sampler.drain(), keep=False)  # import time: not a round
+        return h
+
+    def round(self, inputs, in_lay, out_lay, block_ops: bool = False) -> RoundResult:
+        """One round: inputs written while frozen; clocks run from the thaw to the confirmed freeze."""
+        if not self.frozen:
+            self.freeze()
+        if self.ch.pending():
+            raise self._violation("the worker sent a frame nobody asked for (a forged completion?)")
+        self.inp.write(inputs, in_lay)
+        nonce = secrets.randbits(62)
+        self._send({"cmd": "round", "nonce": nonce, "inputs": in_lay, "outputs": out_lay, "block_ops": block_ops})
+        c0 = self.group.cpu_ns()
+        t0 = time.perf_counter_ns()
+        self.thaw()
+        h = self._recv(self.deadline)
+        self.freeze()
+        t1 = time.perf_counter_ns()
+        c1 = self.group.cpu_ns()
+        if h.get("reply_to") != "round" or h.get("nonce") != nonce:
+            raise self._violation("the reply does not carry the round's nonce (a forged completion?)")
+        samples = self.attribution.add(self.sampler.drain())
+        return RoundResult(t1 - t0, c1 - c0, h, samples)
+
+    def outputs(self, out_lay, values: list | None):
+        return self.out.read(out_lay, values)
+
+    def kill(self) -> None:
+        if self.group is not None:
+            self.group.kill()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        # no goodbye: the tree stays frozen and is killed (a worker never runs outside a round, not even to exit)
+        if self.group is not None:
+            self.group.close()
+        if self.sampler is not None:
+            self.sampler.close()
+        if self.sock is not None:
+            self.sock.close()
+        for r in (self.inp, self.out):
+            if r is not None:
+                r.close()
+        if self.zyg is not None and self.group is not None:
+            self.exit_status(2.0)  # let the zygote reap the anchor
+        shutil.rmtree(self.dir, ignore_errors=True)
+        try:
+            os.unlink(self.log_path)
+        except OSError:
+            pass
+
+
+_HEADER_TYPES = {"reply_to": str, "ok": bool, "nonce": int, "kind": str, "error": str, "trace": str,
+                 "violations": dict, "values": list}
 
 
 def header_problem(h: dict) -> str | None:
-    """Pure: why a reply header is not well-formed (wrong type of a known key, oversized strings, a
-    violations map that is not str -> int), else None. Unknown keys are ignored."""
+    """Pure: why a reply header is not well-formed, else None. Unknown keys are ignored."""
     for k, t in _HEADER_TYPES.items():
         if k in h and h[k] is not None and not (isinstance(h[k], t) and not (t is int and isinstance(h[k], bool))):
             return f"reply field {k!r} has type {type(h[k]).__name__}, expected {t.__name__}"
@@ -102,228 +510,7 @@ def header_problem(h: dict) -> str | None:
     if len(v) > 1000 or not all(isinstance(a, str) and len(a) < 200 and isinstance(n, int) and not isinstance(n, bool)
                                 for a, n in v.items()):
         return "reply field 'violations' is not a small map of op name -> count"
-    if any(isinstance(x, str) and len(x) > 100_000 for x in h.values()):
-        return "a reply string exceeds 100000 characters"
+    vals = h.get("values") or []
+    if len(vals) > 4096 or not all(x is None or isinstance(x, (bool, int, float, str)) for x in vals):
+        return "reply field 'values' is not a short list of scalars"
     return None
-
-
-_SIG_CODES = {signal.SIGXFSZ: "output_limit", signal.SIGXCPU: "timeout", signal.SIGKILL: "worker_crash"}
-
-
-class Worker:
-    def __init__(self, setup: dict, deadline_s: float, max_frame_bytes: int = 1 << 30, pids_max: int = 64,
-                 mem_bytes: int = 0):
-        self.deadline = time.monotonic() + deadline_s
-        self.tmp = tempfile.mkdtemp(prefix="sk_worker_")
-        self.log_path = os.path.join(self.tmp, "worker.log")
-        self.group = jail.make_group("skw", pids_max=pids_max, mem_bytes=mem_bytes) if setup.get("isolate", True) else None
-        setup = dict(setup, log_path=self.log_path,
-                     cgroup_procs=[os.path.join(d, "cgroup.procs") for d in self.group.dirs.values()] if self.group else [])
-        self.killed_for_timeout = False
-        self.conn, child = _ctx().Pipe(duplex=True)
-        self.proc = _ctx().Process(target=_entry, args=(child, setup), daemon=True)
-        with _main_hidden():
-            self.proc.start()
-        child.close()
-        self.ch = wire.Channel(self.conn.fileno(), max_frame_bytes)
-        try:
-            hello, _ = self.recv()
-        except WorkerFailure:
-            self.close()
-            raise
-        if hello.get("isolation_error"):
-            msg = hello["isolation_error"]
-            self.close()
-            raise IsolationUnavailable(msg)
-        self.sandbox = dict(hello.get("isolation") or {})
-        self.sandbox["cpu_accounting"] = "cgroup" if self.group else "none"
-        self.sandbox["network_namespace_verified"] = self._netns_differs()
-        self.base_tasks = self.tasks()
-
-    # -- plumbing
-    def log_tail(self, n: int = 2000) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, 2)
-                size = f.tell()
-                f.seek(max(0, size - n))
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
-
-    def _fail(self) -> WorkerFailure:
-        self.proc.join(timeout=2)
-        if self.proc.exitcode is None:
-            self.kill()
-        code = self.proc.exitcode
-        tail = self.log_tail()
-        if self.killed_for_timeout:
-            return WorkerFailure("timeout", "evaluation exceeded its wall-time limit", tail)
-        sig = -code if code is not None and code < 0 else (code - 128 if code is not None and code > 128 else None)
-        if sig:
-            try:
-                name = signal.Signals(sig).name
-            except ValueError:
-                name = f"signal {sig}"
-            c = _SIG_CODES.get(sig, "worker_crash")
-            if c == "worker_crash" and ("bad_alloc" in tail or "Cannot allocate memory" in tail
-                                        or (self.group is not None and self.group.mem_failcnt() > 0)):
-                c = "out_of_memory"
-            return WorkerFailure(c, f"worker died with {name}", tail)
-        return WorkerFailure("worker_crash", f"worker exited with status {code}", tail)
-
-    def _violation(self, msg: str) -> WorkerFailure:
-        self.kill()
-        return WorkerFailure("protocol_violation", msg, self.log_tail())
-
-    def recv(self, max_blob: int | None = None) -> tuple[dict, bytes]:
-        try:
-            h, b = self.ch.recv(self.deadline, max_blob)
-            bad = header_problem(h)
-            if bad:
-                raise wire.ProtocolError(bad)
-            return h, b
-        except wire.ChannelTimeout:
-            self.killed_for_timeout = True
-            self.kill()
-            raise self._fail() from None
-        except wire.ChannelClosed:
-            raise self._fail() from None
-        except wire.ProtocolError as e:
-            raise self._violation(f"malformed reply from the worker: {e}") from None
-
-    def send(self, header: dict, blob: bytes = b"") -> None:
-        try:
-            self.ch.send(header, blob, self.deadline)
-        except wire.ChannelTimeout:
-            self.killed_for_timeout = True
-            self.kill()
-            raise self._fail() from None
-        except wire.ChannelClosed:
-            raise self._fail() from None
-
-    def request(self, header: dict, blob: bytes = b"", max_blob: int | None = None) -> tuple[dict, bytes]:
-        if self.ch.pending():
-            raise self._violation("the worker sent a frame nobody asked for (forged reply?)")
-        self.send(header, blob)
-        h, b = self.recv(max_blob)
-        if h.get("reply_to") != header.get("cmd"):
-            raise self._violation(f"reply {h.get('reply_to')!r} does not answer {header.get('cmd')!r}")
-        return h, b
-
-    def _tree(self) -> list[int]:
-        """Live pids of the worker's tree, walked from the anchor through /proc (the fallback without cgroups)."""
-        out, todo = [], [self.proc.pid]
-        while todo and len(out) < 4096:
-            pid = todo.pop()
-            out.append(pid)
-            try:
-                for tid in os.listdir(f"/proc/{pid}/task"):
-                    with open(f"/proc/{pid}/task/{tid}/children") as f:
-                        todo += [int(x) for x in f.read().split()]
-            except OSError:
-                continue
-        return out
-
-    def cpu_ns(self) -> int:
-        """On-CPU time of the worker's whole process tree. With a cgroup: exact, exited threads and children
-        included. Without: -1 (live-thread accounting would miss exited work; the timer falls back to wall)."""
-        if self.group is None:
-            return -1
-        try:
-            return self.group.cpu_ns()
-        except (OSError, ValueError):
-            return -1
-
-    def tasks(self) -> int:
-        """Tasks (threads of all processes) in the worker's tree, the jail's helper processes included."""
-        if self.group is not None:
-            return self.group.tasks()
-        n = 0
-        for pid in self._tree():
-            try:
-                n += len(os.listdir(f"/proc/{pid}/task"))
-            except OSError:
-                continue
-        return n or -1
-
-    def timed_call(self, nonce: int) -> tuple[int, int, dict]:
-        """One timed forward: (wall ns, whole-tree on-CPU ns, reply header), all measured here. The reply
-        must carry the request's nonce; a frame waiting before the request is a forgery."""
-        if self.ch.pending():
-            raise self._violation("the worker sent a frame before the timed request (forged completion?)")
-        c0 = self.cpu_ns()
-        t0 = time.perf_counter_ns()
-        self.send({"cmd": "run", "nonce": nonce})
-        h, _ = self.recv(max_blob=0)
-        t1 = time.perf_counter_ns()
-        c1 = self.cpu_ns()
-        if h.get("reply_to") != "run" or h.get("nonce") != nonce:
-            raise self._violation("timed reply does not carry the request's nonce (forged completion?)")
-        if not h.get("ok"):
-            raise WorkerFailure(h.get("kind", "runtime_error"), h.get("error", "forward failed"),
-                                violations=h.get("violations"))
-        return t1 - t0, (c1 - c0) if c0 >= 0 and c1 >= 0 else -1, h
-
-    def pin(self, cpu: int) -> bool:
-        """Pin every task of the worker's tree to one CPU (threads started later inherit it). Placement only:
-        the clock and the CPU accounting stay the parent's. False where the kernel refused."""
-        pids = self.group.pids() if self.group is not None else self._tree()
-        ok = bool(pids)
-        for pid in pids:
-            try:
-                tids = os.listdir(f"/proc/{pid}/task")
-            except OSError:
-                continue
-            for tid in tids:
-                try:
-                    os.sched_setaffinity(int(tid), {cpu})
-                except (OSError, ValueError):
-                    ok = False
-        return ok
-
-    def _netns_differs(self) -> bool:
-        pids = self.group.pids() if self.group is not None else []
-        try:
-            mine = os.readlink("/proc/self/ns/net")
-            return bool(pids) and all(os.readlink(f"/proc/{p}/ns/net") != mine for p in pids[-1:])
-        except OSError:
-            return False
-
-    def kill(self) -> None:
-        """Kill the whole tree: everything but the anchor first (it then reaps its child and exits, so no
-        orphan is left behind), then the anchor if it is still there."""
-        if self.group is not None and self.proc.pid:
-            self.group.kill(spare=self.proc.pid)
-            self.proc.join(timeout=3)
-        elif self.proc.pid:  # no cgroup: kill the tree we can see, innermost first
-            for pid in reversed(self._tree()[1:]):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            self.proc.join(timeout=3)
-        if self.proc.is_alive():
-            self.proc.kill()
-        self.proc.join(timeout=5)
-        if self.group is not None:
-            self.group.kill()
-
-    def close(self) -> None:
-        try:
-            if self.proc.is_alive() and not self.ch.pending():
-                self.ch.send({"cmd": "exit"}, b"", time.monotonic() + 1)
-                self.ch.recv(time.monotonic() + 2, 0)
-        except (wire.ChannelTimeout, wire.ChannelClosed, wire.ProtocolError, OSError):
-            pass
-        self.kill()
-        if self.group is not None:
-            self.group.close()
-        self.conn.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-def _entry(conn, setup):
-    from shiftkit.kernels.worker import worker_main
-
-    worker_main(conn, setup)

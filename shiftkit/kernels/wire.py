@@ -3,8 +3,9 @@
 A frame is ``MAGIC | u32 header length | u64 blob length | JSON header | blob``. The parent reads frames
 through :class:`Channel` with a deadline on every byte and hard caps on both lengths, so a partial frame,
 a huge announced length or garbage is a :class:`ProtocolError` (a finding), never a hang or a buffer the
-worker sized. No pickle crosses from worker to parent: tensors travel as ``torch.save`` bytes and the
-parent loads them with ``weights_only=True``.
+worker sized. Nothing but these JSON headers crosses from a worker to the parent: outputs are read by the
+parent from memory it owns (:mod:`shm`). Parent to worker, the weights and init inputs travel as
+``torch.save`` bytes (loaded with ``weights_only=True``).
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ import os
 import select
 import struct
 import time
-import zlib
 
 MAGIC = b"SKF1"
+HELLO_ANCHOR, HELLO_PAYLOAD = b"SKANCHR0", b"SKPAYLD1"  # a worker's setup greetings (credentials attached)
 _HDR = struct.Struct("<4sIQ")
-MAX_HEADER = 1 << 20
+MAX_HEADER = 1 << 16  # a reply header is a small JSON object
 
 
 class ProtocolError(Exception):
@@ -52,11 +53,17 @@ def unpack(data: bytes) -> tuple[dict, bytes]:
 def _header(raw: bytes) -> dict:
     try:
         h = json.loads(raw.decode())
-    except (UnicodeDecodeError, ValueError):
-        raise ProtocolError("frame header is not JSON") from None
+    except (UnicodeDecodeError, ValueError, RecursionError):  # incl. deep nesting and oversized integers
+        raise ProtocolError("frame header is not JSON within the parser's limits") from None
     if not isinstance(h, dict):
         raise ProtocolError("frame header is not an object")
     return h
+
+
+def _ready(fd: int, events: int, timeout_s: float) -> bool:
+    p = select.poll()  # not select(): fds above 1023 in a long-lived server
+    p.register(fd, events | select.POLLHUP | select.POLLERR)
+    return bool(p.poll(int(timeout_s * 1000) + 1 if timeout_s > 0 else 0))
 
 
 class Channel:
@@ -73,8 +80,7 @@ class Channel:
                 rem = deadline - time.monotonic()
                 if rem <= 0:
                     raise ChannelTimeout(f"deadline passed with {len(out)}/{n} bytes of a frame read")
-                r, _, _ = select.select([self.fd], [], [], rem)
-                if not r:
+                if not _ready(self.fd, select.POLLIN, rem):
                     continue
             try:
                 b = os.read(self.fd, min(n - len(out), 1 << 22))
@@ -101,8 +107,7 @@ class Channel:
 
     def pending(self) -> bool:
         """Is there unread data (a frame nobody asked for)?"""
-        r, _, _ = select.select([self.fd], [], [], 0)
-        return bool(r)
+        return _ready(self.fd, select.POLLIN, 0)
 
     def send(self, header: dict, blob: bytes = b"", deadline: float | None = None) -> None:
         data = memoryview(pack(header, blob))
@@ -111,8 +116,7 @@ class Channel:
                 rem = deadline - time.monotonic()
                 if rem <= 0:
                     raise ChannelTimeout("deadline passed while sending")
-                _, w, _ = select.select([], [self.fd], [], rem)
-                if not w:
+                if not _ready(self.fd, select.POLLOUT, rem):
                     continue
             try:
                 n = os.write(self.fd, data[: 1 << 20])
@@ -136,67 +140,3 @@ def loads_tensors_untrusted(blob: bytes):
     import torch
 
     return torch.load(io.BytesIO(blob), weights_only=True)
-
-
-def digest(obj) -> str:
-    """sha256 over the bytes, shapes and dtypes of all tensors in a nested structure (for input-mutation checks)."""
-    import hashlib
-
-    import torch
-
-    h = hashlib.sha256()
-
-    def walk(x):
-        if isinstance(x, torch.Tensor):
-            t = x.detach().contiguous()
-            h.update(f"{tuple(t.shape)}{t.dtype}".encode())
-            if t.numel():
-                h.update(t.view(torch.uint8).numpy().data if t.dim() else t.reshape(1).view(torch.uint8).numpy().data)
-        elif isinstance(x, (list, tuple)):
-            for v in x:
-                walk(v)
-        elif isinstance(x, dict):
-            for k in sorted(x):
-                walk(x[k])
-        else:
-            h.update(repr(x).encode())
-
-    walk(obj)
-    return h.hexdigest()
-
-
-PAGE = 4096
-
-
-def sample_digest(obj, nonce: int) -> str:
-    """Cheap digest computed inside the timed window: one byte per 4 KiB page of every tensor (at a
-    nonce-dependent offset) plus the last byte, shapes and dtypes. Touching every page makes lazily mapped
-    or lazily computed outputs do their work before the clock stops; the parent recomputes it on the bytes it
-    receives, so an output that changed after the reply shows up."""
-    import torch
-
-    crc = 0
-
-    def walk(x):
-        nonlocal crc
-        if isinstance(x, torch.Tensor):
-            t = x.detach()
-            crc = zlib.crc32(f"{tuple(t.shape)}{t.dtype}".encode(), crc)
-            if t.numel():
-                b = t.reshape(-1).view(torch.uint8) if t.dim() else t.reshape(1).view(torch.uint8)
-                if b.device.type != "cpu":
-                    b = b.cpu()
-                off = nonce % min(PAGE, b.numel())
-                crc = zlib.crc32(b[off::PAGE].contiguous().numpy().tobytes(), crc)
-                crc = zlib.crc32(b[-1:].numpy().tobytes(), crc)
-        elif isinstance(x, (list, tuple)):
-            for v in x:
-                walk(v)
-        elif isinstance(x, dict):
-            for k in sorted(x):
-                walk(x[k])
-        else:
-            crc = zlib.crc32(repr(x).encode(), crc)
-
-    walk(obj)
-    return f"{crc:08x}"

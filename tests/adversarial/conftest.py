@@ -1,20 +1,9 @@
-"""Shared setup for the kernel-environment tests: one build cache for the session (content-hash keyed, so
-a warm re-run builds nothing) and the slow torch-binding build started in the background at once."""
+"""The adversarial tier shares tests/kernels/conftest.py (one build cache, the background torch-binding build)."""
 
-import os
+import importlib.util
 from pathlib import Path
 
-import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-os.environ.setdefault("SHIFTKIT_KERNEL_CACHE", str(REPO / ".cache" / "kernels-test"))
-TORCH_BINDING = [
-    REPO / "shiftkit/kernels/fixtures/solutions/kb_l1_19_ReLU/correct_load_inline.py",
-]
-
-
-@pytest.fixture(scope="session")
-def torch_binding_build():
-    from shiftkit.kernels.prebuild import prebuild_in_background
-
-    return prebuild_in_background(TORCH_BINDING)
+_spec = importlib.util.spec_from_file_location("_kernels_conftest", Path(__file__).parents[1] / "kernels" / "conftest.py")
+_mod = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_mod)
+torch_binding_build = _mod.torch_binding_build

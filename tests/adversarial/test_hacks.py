@@ -1,9 +1,14 @@
-"""One solution per reward-hack family that can occur on CPU; each must be caught with the right finding.
+"""Every family of issue #17 has fresh fixtures that are rejected with the finding its mechanism produces,
+and every false-positive class has an honest fixture that passes. Every evaluation here is also held to
+the harness's own contract: a Result (never an exception) within compile_timeout_s + timeout_s plus a fixed
+slack, and nothing left behind: no process of ours, no /dev/shm object, no cgroup.
 
-Every case runs the full default protocol (EvalConfig defaults, no profiling unless the hack only shows
-during timing). A second set disables the static layer to show the runtime layers still hold.
-"""
+The expected codes are what the architecture makes inevitable (docs/kernels.md, "Threat model"), not what a
+pattern recognises: e.g. a worker that replies before computing fails on the bytes the parent reads,
+however it arranged the reply."""
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -12,106 +17,235 @@ from shiftkit.kernels import EvalConfig, evaluate, load_problem, load_solution
 from shiftkit.kernels.fixtures import PROBLEMS
 
 pytestmark = pytest.mark.usefixtures("torch_binding_build")
-HERE = Path(__file__).parent / "solutions"
-SSC = "scale_shift_clamp"
-
-# (solution file, problem, expected finding code, config overrides)
-CASES = [
-    ("fallback_functional", SSC, "blocked_torch_op", {}),
-    ("fallback_tensor_method", SSC, "blocked_torch_op", {}),
-    ("fallback_torch_fn", SSC, "blocked_torch_op", {}),
-    ("fallback_try_except", SSC, "fallback_try_except", {}),
-    ("inherits_model", SSC, "inherits_reference", {}),
-    ("cached_output", SSC, "reused_output", {}),
-    ("mutate_inputs", SSC, "input_mutated", {}),
-    ("lazy_subclass", SSC, "output_type", {}),
-    ("partial_rows", SSC, "output_mismatch", {}),
-    ("hardcoded_shape", SSC, "shape_variant_mismatch", {}),
-    ("noop_empty", SSC, ("output_mismatch", "degenerate_output", "nondeterministic"), {}),
-    ("patch_harness", SSC, "monkey_patch", {}),
-    ("gc_expected", SSC, "introspection", {}),
-    ("spawn_thread", SSC, "threads_or_processes", {}),
-    ("numpy_compute", SSC, "foreign_compute", {}),
-    ("file_access", SSC, "file_or_network_access", {}),
-    ("constant_output", "rowsum_scale", "degenerate_output", {}),
-    ("precision_fp16", "rowsum_scale", "precision_lowering", {}),
-    ("cpp_thread", "rowsum_scale", "threads_or_processes", {}),
-]
-
-# the same hacks with the static layer off: the runtime layers must still catch them
-RUNTIME_CASES = [
-    ("fallback_try_except", SSC, "blocked_torch_op", {}),  # the fallback branch runs torch ops
-    ("patch_harness", SSC, "degenerate_output", {}),  # patched timer/allclose live in the worker, not the checker
-    ("gc_expected", SSC, "output_mismatch", {}),  # expected outputs never exist in the worker
-    ("spawn_thread", SSC, "thread_spawned", {}),
-    ("numpy_compute", SSC, None, {}),  # numpy is invisible to the dispatcher: the static layer is the defense
-    ("file_access", SSC, None, {}),  # reading a file is harmless in itself; the worker has no network
-]
+HERE = Path(__file__).parent
+SOL, HON, PROB = HERE / "solutions", HERE / "honest", HERE / "problems"
+SSC, MM, SUM = "scale_shift_clamp", "kb_l1_1_Square_matrix_multiplication", "kb_l1_47_Sum_reduction_over_a_dimension"
+SLACK_S = 20.0  # teardown and start-up on a loaded box, on top of the configured budgets
+BUDGET = {"compile_timeout_s": 120.0, "timeout_s": 60.0}
+PROFILE = {"profile": True, "baseline_compile": False, "timed_calls": 10, "max_timed_calls": 10, "warmup": 1}
 
 
-def _eval(sol: str, problem: str, **over):
-    cfg = EvalConfig(profile=False, **over)
-    return evaluate(load_problem(PROBLEMS / f"{problem}.py"), load_solution(HERE / f"{sol}.py"), cfg)
+def _prob(name: str):
+    return load_problem(PROB / f"{name}.py") if (PROB / f"{name}.py").is_file() else load_problem(PROBLEMS / f"{name}.py")
 
 
-@pytest.mark.parametrize("sol,problem,code,over", CASES, ids=[c[0] for c in CASES])
-def test_hack_is_caught(sol, problem, code, over):
-    r = _eval(sol, problem, **over)
+def _ours() -> set[int]:
+    """Processes (zombies included) this test process started, the zygote's tree excepted (it lives for the
+    process by design): descendants, or members of a worker cgroup named after our pid."""
+    me = os.getpid()
+    parent, out, cg = {}, set(), set()
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            parent[int(d)] = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
+            if f"/skw_{me}_" in open(f"/proc/{d}/cgroup").read():
+                cg.add(int(d))
+        except (OSError, IndexError, ValueError):
+            continue
+    from shiftkit.kernels import sandbox
+
+    zyg = {z.proc.pid for k, z in sandbox._ZYGOTES.items() if k[0] == me and z.alive()}
+    for pid in parent:
+        p, chain = pid, []
+        while p > 1 and len(chain) < 64:
+            chain.append(p)
+            p = parent.get(p, 0)
+            if p == me:
+                out.add(pid)
+                break
+        if zyg & set(chain[1:] + [pid]) and pid not in cg:
+            out.discard(pid)  # the zygote and its sandbox's own init: long-lived by design
+    return out | cg
+
+
+def _shm() -> set[str]:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def _cgroups() -> list[str]:
+    base = Path("/sys/fs/cgroup")
+    return [str(d) for ctl in ("cpuacct", "pids", "freezer", "memory", "cpuset", "unified") for d in (base / ctl).glob(f"skw_{os.getpid()}_*")]
+
+
+def run(sol, problem=SSC, **over):
+    """evaluate() under the harness contract (time budget, no leftovers); returns the Result."""
+    cfg = EvalConfig(**({"profile": False} | BUDGET | over))
+    path = sol if isinstance(sol, Path) else (SOL / sol if (SOL / sol).is_dir() else SOL / f"{sol}.py")
+    before, shm_before = _ours(), _shm()
+    t0 = time.perf_counter()
+    r = evaluate(_prob(problem), load_solution(path), cfg)
+    took = time.perf_counter() - t0
+    assert took < cfg.compile_timeout_s + cfg.timeout_s + SLACK_S, took
+    left = _ours() - before
+    assert not left, {p: open(f"/proc/{p}/cmdline").read()[:80] for p in left if os.path.exists(f"/proc/{p}")}
+    assert _shm() == shm_before
+    assert not _cgroups()
+    return r
+
+
+def rejected(r, codes):
     assert not r.correct and r.reward == -1.0, r.to_dict()
-    codes = code if isinstance(code, tuple) else (code,)
-    assert set(codes) & set(r.codes()), (code, r.codes(None), r.reason)
+    assert set(codes) & set(r.codes()), (codes, r.codes(None), r.reason)
     assert r.reason
 
 
-@pytest.mark.parametrize("sol,problem,code,over", RUNTIME_CASES, ids=[c[0] for c in RUNTIME_CASES])
-def test_runtime_layers_without_static_checks(sol, problem, code, over):
-    r = _eval(sol, problem, static_checks=False, **over)
-    if code is None:  # documented gap of the runtime layer alone
-        return
-    assert not r.correct, r.to_dict()
-    assert code in r.codes(), (code, r.codes(None), r.reason)
+# (fixture, problem, acceptable codes, config) per family; config PROFILE where the hack only acts while timed
+FAMILIES = {
+    "1 work moved out of the clock": [
+        ("finish_after_reply", SSC, {"output_mismatch"}, {}),  # replies, then computes: frozen at the reply
+        ("lazy_thread_output", SSC, {"output_mismatch"}, {}),  # a thread finishes later: frozen
+        ("partial_pages", SSC, {"output_mismatch"}, {}),  # the parent compares every element, not a sample
+        ("batch_and_skip", SSC, {"timed_output_mismatch"}, PROFILE),  # every timed output is compared too
+        ("inplace_during_timing", SSC, {"worker_crash"}, PROFILE),  # its inputs are mapped read-only
+        ("mutate_inputs", SSC, {"worker_crash"}, {}),
+        ("warmup_detect", SSC, {"timed_output_mismatch"}, PROFILE),
+        ("timing_only_cache", SSC, {"timed_output_mismatch", "torch_compute"}, PROFILE),
+    ],
+    "2 rebinding the harness in the worker": [
+        ("patch_worker_reply", SSC, {"output_mismatch"}, {}),  # 'ok' without work: the parent reads the bytes
+        ("ctor_pyrun", SSC, {"forbidden_symbol"}, {}),  # Python from a C constructor: the import is refused
+        ("patch_harness", SSC, {"output_mismatch"}, {}),
+        ("stdout_forgery", SSC, {"output_mismatch"}, {}),
+        ("forged_done_frame", SSC, {"forbidden_symbol"}, {}),
+        ("garbage_frame", SSC, {"protocol_violation"}, {}),
+        ("malformed_header", SSC, {"protocol_violation"}, {}),
+        ("huge_frame", SSC, {"protocol_violation"}, {}),
+    ],
+    "3 torch compute the worker cannot hide": [
+        ("profiler_off_fallback", SSC, {"torch_compute"}, PROFILE),  # torch only while nothing in the worker looks
+        ("dlopen_torch_cpu", SSC, {"forbidden_symbol"}, {}),  # per-backend ATen through dlopen/dlsym
+        ("decoy_kernel", SSC, {"torch_compute", "blocked_torch_op"}, {}),
+        ("disable_modes", SSC, {"torch_compute", "blocked_torch_op"}, {}),
+        ("mutate_allowlist", SSC, {"torch_compute", "blocked_torch_op"}, {}),
+        ("python_custom_op", SSC, {"torch_compute", "blocked_torch_op"}, {}),
+        ("numpy_compute", SSC, {"foreign_compute"}, {}),
+        ("workspace_helper_numpy", SSC, {"foreign_compute"}, {}),
+        ("vendor_sgemm", MM, {"forbidden_symbol"}, {}),
+        ("scaled_mm", MM, {"torch_compute", "blocked_torch_op"}, {}),
+        ("fallback_functional", SSC, {"torch_compute", "blocked_torch_op"}, {}),
+    ],
+    "4 wrong but within tolerance": [
+        ("softmax_assumed_norm", "row_softmax", {"output_mismatch"}, {}),  # scale-aware tolerance
+        ("fp32_for_fp64", "exp_fp64", {"output_mismatch"}, {}),  # the fp64 budget
+        ("elu_positive_only", "elu_rand", {"output_mismatch"}, {}),  # sign-flipped inputs
+        ("precision_fp16", "rowsum_scale", {"output_mismatch"}, {}),
+        ("hardcoded_shape", SSC, {"shape_variant_mismatch"}, {}),
+        ("hardcoded_seed", SSC, {"output_mismatch"}, {}),  # inputs come from a fresh per-evaluation secret
+        ("cached_output", SSC, {"output_mismatch"}, {}),
+        ("expand_output", "colmean_rows", {"output_layout"}, {}),
+    ],
+    "5 the harness itself": [
+        ("huge_line_error", SSC, {"compile_error"}, {}),  # bounded parser; a host file never comes back
+        ("include_host_file", SSC, {"compile_error"}, {}),
+        ("fd_spray", SSC, {"protocol_violation"}, {}),  # only its own control socket exists: it fails itself
+        ("cache_bloat", SSC, {"compile_error"}, {}),  # the build's size-capped tmpfs
+        ("flag_injection", SSC, {"build_flag"}, {}),
+        ("cpp_syscalls", SSC, {"forbidden_symbol"}, {}),
+        ("clone_vm_escape", SSC, {"forbidden_symbol"}, {}),
+        ("lazy_pages", SSC, {"forbidden_symbol"}, {}),
+        ("partial_frame", SSC, {"timeout"}, {"timeout_s": 15.0}),
+        ("flood_stdout", SSC, {"output_limit"}, {"max_output_bytes": 100_000}),
+        ("compile_bomb", SSC, {"compile_error"}, {"compile_timeout_s": 20.0}),
+        ("compile_bomb_cpu", SSC, {"compile_error"}, {"compile_timeout_s": 10.0}),
+    ],
+}
+CASES = [(fam, *c) for fam, cs in FAMILIES.items() for c in cs]
 
 
-def test_try_except_fallback_taken_is_blocked_at_runtime():
-    """With static checks off, the fallback branch (torch ops) is blocked when it is actually taken."""
-    r = _eval("fallback_tensor_method", SSC, static_checks=False)
-    assert "blocked_torch_op" in r.codes()
-    assert "aten.mul" in r.reason or "aten.mul" in str([f.message for f in r.findings])
+@pytest.mark.parametrize("family,sol,problem,codes,over", CASES, ids=[c[1] for c in CASES])
+def test_hack_is_rejected(family, sol, problem, codes, over):
+    rejected(run(sol, problem, **over), codes)
 
 
-def test_timing_only_cache_caught_by_timed_recheck():
-    r = evaluate(load_problem(PROBLEMS / f"{SSC}.py"), load_solution(HERE / "timing_only_cache.py"),
-                 EvalConfig(profile=True, baseline_compile=False, timed_calls=30))
-    assert not r.correct and "timed_output_mismatch" in r.codes(), r.codes(None)
-
-
-def test_timing_only_cache_passes_without_recheck():
-    """The threat is real: without the re-check, correctness alone accepts it."""
-    r = evaluate(load_problem(PROBLEMS / f"{SSC}.py"), load_solution(HERE / "timing_only_cache.py"),
-                 EvalConfig(profile=False))
-    assert r.correct
-
-
-def test_hardcoded_seed_defeated_by_secret_seed():
-    r = _eval("hardcoded_seed", SSC)
-    assert not r.correct and {"output_mismatch", "degenerate_output"} & set(r.codes()), r.codes(None)
-
-
-def test_hardcoded_seed_passes_when_the_secret_is_known():
-    """The threat is real: with the secret known (0) and no fresh-seed shape variants, it passes."""
-    r = _eval("hardcoded_seed", SSC, secret_seed=0, shape_variants=False)
-    assert r.correct, (r.codes(None), r.reason)
-
-
-def test_constant_output_on_degenerate_task_not_admitted():
-    r = _eval("constant_output_degenerate", "degenerate_max_minus_mean")
-    assert "degenerate_problem" in r.codes() and r.reward == 0.0 and not r.correct
-    assert "not admitted" in r.reason
+def test_include_host_file_returns_no_host_contents():
+    r = run("huge_line_error")
+    hostname = open("/etc/hostname").read().strip()
+    assert hostname not in str(r.to_dict()["compile_errors"]) and hostname not in r.reason
 
 
 @pytest.mark.slow
-def test_torch_op_inside_cpp_binding_is_blocked(torch_binding_build):
+def test_at_cpu_binding_is_refused_at_link_time(torch_binding_build):
     torch_binding_build.result(timeout=900)
-    r = _eval("torch_op_in_cpp", "kb_l1_19_ReLU")
-    assert r.compiled and not r.correct
-    assert "blocked_torch_op" in r.codes() and "aten.relu" in " ".join(f.message for f in r.findings)
+    r = run("at_cpu_binding", compile_timeout_s=600.0)
+    rejected(r, {"forbidden_symbol"})
+    assert "at::cpu::" in " ".join(f.message for f in r.findings)
+
+
+@pytest.mark.slow
+def test_torch_op_inside_cpp_binding_is_caught(torch_binding_build):
+    torch_binding_build.result(timeout=900)
+    rejected(run("torch_op_in_cpp", "kb_l1_19_ReLU", compile_timeout_s=600.0), {"torch_compute", "blocked_torch_op"})
+
+
+def test_hardcoded_seed_passes_when_the_secret_is_known():
+    """The threat is real: with the secret known and only the problem's own inputs, it passes."""
+    r = run("hardcoded_seed", secret_seed=0, shape_variants=False, transforms=False)
+    assert r.correct, (r.codes(None), r.reason)
+
+
+def test_timing_only_hacks_pass_verification():
+    """The threat is real: without timed rounds it passes; timed, every output is compared (above)."""
+    r = run("batch_and_skip")
+    assert r.correct, (r.codes(None), r.reason)
+
+
+def test_deeply_nested_python_is_a_finding_not_a_crash(tmp_path):
+    p = tmp_path / "nested.py"
+    p.write_text("x = " + "(" * 200_000 + "1" + ")" * 200_000 + "\nclass ModelNew: pass\n")
+    r = run(p)
+    rejected(r, {"analysis_failed", "syntax_error"})
+
+
+def test_pathological_comments_do_not_hang_the_parent(tmp_path):
+    body = "/*" + "*** /* " * 100_000 + "*/\n" + "// a comment continued" + "\\\n" * 50_000 + "\n"
+    src = (SOL.parent / "honest" / "cpp_scan.py").read_text().replace('SRC = r"""', 'SRC = r"""\n' + body, 1)
+    p = tmp_path / "comments.py"
+    p.write_text(src)
+    r = run(p)
+    assert r.correct, (r.codes(None), r.reason)
+
+
+def test_cache_bloat_leaves_nothing_behind():
+    cache = Path(os.environ["SHIFTKIT_KERNEL_CACHE"])
+
+    def size() -> int:
+        return sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
+
+    before = size()
+    run("cache_bloat")
+    assert size() - before < 8 << 20
+
+
+def test_candidate_sees_no_cache_and_no_host_files():
+    r = run("read_cache")
+    assert r.correct, (r.codes(None), r.reason)  # it returns garbage if it could read anything
+
+
+def test_fd_spray_touches_nothing_outside():
+    victim = Path("/dev/shm/sk_victim")
+    victim.write_bytes(b"x")
+    try:
+        run("fd_spray")
+        assert victim.exists()
+    finally:
+        victim.unlink(missing_ok=True)
+
+
+# false-positive classes: honest solutions that the old checks rejected
+HONEST = [
+    ("cpp_prototypes.py", SSC),  # extern "C" { } blocks, const float x[] parameters, std::int64_t
+    ("cpp_scan.py", SSC),  # helpers named read/write, #pragma GCC optimize, #pragma STDC FP_CONTRACT OFF
+    ("python_names.py", SSC),  # attributes named half/library/stream, self.modules(), try/finally
+    ("complex_mul.py", "complex_scale"),  # complex64 outputs have a tolerance
+    ("intrinsics_avx2.py", SSC),
+    ("blocked_matmul.py", MM),
+    ("tree_reduction_half.py", SUM),
+]
+
+
+@pytest.mark.parametrize("sol,problem", HONEST, ids=[c[0] for c in HONEST])
+def test_honest_solution_passes(sol, problem):
+    r = run(HON / sol, problem)
+    assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
+    assert not [f for f in r.findings if f.severity == "error"]

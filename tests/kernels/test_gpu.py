@@ -22,30 +22,28 @@ def test_cuda_correct_solution_passes_and_profiles():
     assert r.timings["candidate"]["n"] == 30 and r.speedup_eager is not None
 
 
-@pytest.mark.parametrize("name,code", [("hack_noop", ("output_mismatch", "degenerate_output", "nondeterministic")),
-                                       ("hack_fallback", ("blocked_torch_op",)),
-                                       ("hack_stream", ("threads_or_processes",))])
+@pytest.mark.parametrize("name,code", [("hack_noop", ("output_mismatch",)),
+                                       ("hack_fallback", ("blocked_torch_op", "torch_compute"))])
 def test_cuda_hacks_are_caught(name, code):
     r = _ev(name, profile=False)
     assert not r.correct and set(code) & set(r.codes()), (r.codes(None), r.reason)
 
 
-def test_cuda_stream_hack_runtime_only():
-    """Static layer off: the worker's device-wide sync means the side-stream output is complete when checked."""
-    r = _ev("hack_stream", static_checks=False, baseline_compile=False)
+def test_cuda_stream_hack_gains_nothing():
+    """The worker's device-wide sync means the side-stream output is complete when the clock stops."""
+    r = _ev("hack_stream", baseline_compile=False)
     assert r.compiled
     assert r.correct  # no gain: timing includes every stream (device-wide synchronize before the clock stops)
 
 
 def test_cuda_graph_replay_is_caught_at_runtime():
-    """Static layer off: a graph captured on the first inputs replays stale results on new inputs."""
-    r = _ev("hack_graph", static_checks=False, profile=False)
-    assert not r.correct and {"output_mismatch", "degenerate_output", "nondeterministic"} & set(r.codes()), r.codes(None)
+    """A graph captured on the first inputs replays stale results on new inputs."""
+    r = _ev("hack_graph", profile=False)
+    assert not r.correct and {"output_mismatch", "nondeterministic"} & set(r.codes()), r.codes(None)
 
 
-def test_persisting_l2_and_events_are_flagged_and_gain_nothing():
-    assert "timing_interference" in _ev("hack_l2", profile=False).codes()
-    r = _ev("hack_l2", static_checks=False, baseline_compile=False)
+def test_persisting_l2_and_events_gain_nothing():
+    r = _ev("hack_l2", baseline_compile=False)
     assert r.correct and r.paired["eager"]["speedup"] < 10  # inputs are fresh each round: no L2 reuse to gain
 
 

@@ -1,4 +1,5 @@
-"""Pure functions: static checks, comparisons, seeds, stats, rewards, metrics, parsers (no processes)."""
+"""Pure functions: flag allowlist, spec extraction, the symbol allowlist, sample attribution, comparisons,
+tolerances, transforms, seeds, layouts, stats, rewards, metrics, parsers (no processes)."""
 
 import math
 
@@ -7,114 +8,41 @@ import torch
 
 from shiftkit.errors import ShiftkitError
 from shiftkit.kernels import correctness as C
-from shiftkit.kernels import metrics, reward, static, stats
+from shiftkit.kernels import metrics, reward, shm, static, stats, symbols
 from shiftkit.kernels.backends import get_backend
 from shiftkit.kernels.blocking import is_allowed
 from shiftkit.kernels.build import parse_compiler_output
+from shiftkit.kernels.evaluate import coverage_verdict, foreign_verdict
 from shiftkit.kernels.findings import CODES, Finding
 from shiftkit.kernels.kernelbench import rewrite, scale_value, size_constants
-from shiftkit.kernels.runtime import parse_prototypes
-from shiftkit.kernels.solution import extract_specs
+from shiftkit.kernels.perf import classify_path
+from shiftkit.kernels.specs import extract_specs
 
 
 def codes(fs):
     return {f.code for f in fs if f.severity == "error"}
 
 
-# ----------------------------------------------------------------------------- static checks
+# ----------------------------------------------------------------------------- flags, extraction, findings
 
-CLEAN = """
-import torch
-import torch.nn as nn
-from shiftkit.kernels.runtime import load_c
-SRC = "extern \\"C\\" void f(const float* x, float* y, int64_t n) { }"
-lib = load_c(name="f", source=SRC)
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.w = nn.Parameter(torch.empty(3))
-    def forward(self, x):
-        y = torch.empty_like(x.contiguous())
-        lib.f(x, y, x.numel())
-        return y
-"""
-
-
-def test_clean_source_has_no_error_findings():
-    assert codes(static.check_python(CLEAN)) == set()
-
-
-@pytest.mark.parametrize("snippet,code", [
-    ("try:\n    pass\nexcept Exception:\n    pass\n", "fallback_try_except"),
-    ("from model import Model\nclass ModelNew(Model):\n    pass\n", "inherits_reference"),
-    ("import reference\n", "imports_reference"),
-    ("m = __import__('model')\n", "imports_reference"),
-    ("import threading\n", "threads_or_processes"),
-    ("from concurrent.futures import ThreadPoolExecutor\n", "threads_or_processes"),
-    ("import os\nos.fork()\n", "threads_or_processes"),
-    ("import torch\ntorch.allclose = lambda *a, **k: True\n", "monkey_patch"),
-    ("import time\ntime.perf_counter = lambda: 0\n", "monkey_patch"),
-    ("import torch\nsetattr(torch, 'allclose', None)\n", "monkey_patch"),
-    ("import gc\n", "introspection"),
-    ("import sys\nf = sys._getframe(1).f_locals\n", "introspection"),
-    ("import sys\nm = sys.modules\n", "introspection"),
-    ("import ctypes\n", "introspection"),
-    ("x = open('/etc/passwd').read()\n", "file_or_network_access"),
-    ("import socket\n", "file_or_network_access"),
-    ("import numpy as np\n", "foreign_compute"),
-    ("y = x.numpy()\n", "foreign_compute"),
-    ("y = x.to(torch.float16)\n", "precision_lowering"),
-    ("def f(:\n", "syntax_error"),
-])
-def test_python_check_flags(snippet, code):
-    assert code in codes(static.check_python(snippet))
-
-
-def test_torch_compute_in_python_is_only_a_warning():
-    fs = static.check_python("import torch\ny = torch.relu(x)\nz = a @ b\n")
-    assert {f.code for f in fs} == {"torch_compute_in_python"} and all(f.severity == "warning" for f in fs)
-
-
-def test_precision_allowed_when_problem_allows():
-    assert "precision_lowering" not in codes(static.check_python("y = x.half()\n", allow_reduced_precision=True))
-    assert "precision_lowering" not in codes(static.check_cpp("_Float16 h;", allow_reduced_precision=True))
-
-
-@pytest.mark.parametrize("src,code", [
-    ("#include <thread>\nvoid f(){ std::thread t([]{}); }", "threads_or_processes"),
-    ("void f(){ FILE* p = fopen(\"x\", \"r\"); }", "file_or_network_access"),
-    ("void f(){ _Float16 h = 0; }", "precision_lowering"),
-    ("__global__ void k(){ float y = __expf(1.f); }", "precision_lowering"),
-])
-def test_cpp_check_flags(src, code):
-    assert code in codes(static.check_cpp(src))
-
-
-def test_cpp_comments_and_allowed_torch_calls_are_ignored():
-    src = "// std::thread in a comment\n/* fopen( */\nauto y = torch::empty_like(x);\n"
-    assert static.check_cpp(src) == []
-    w = static.check_cpp("auto y = at::relu(x);")
-    assert [f.code for f in w] == ["torch_op_in_kernel"] and w[0].severity == "warning" and w[0].where == "line 1"
-
-
-def test_fast_math_flag_is_precision_lowering():
-    assert codes(static.check_flags(["-O3", "-ffast-math"])) == {"precision_lowering"}
-    assert static.check_flags(["-O3"]) == []
-
-
-def test_unknown_static_check_name_raises():
-    with pytest.raises(ValueError, match="valid:"):
-        static.check_python("x = 1", skip=("nope",))
+def test_flag_allowlist():
+    ok = ["-O3", "-march=native", "-mavx2", "-mfma", "-fopenmp", "-DTILE=64", "-std=c++17", "-Wno-unused", "-ffast-math",
+          "-ffp-contract=off"]
+    assert static.disallowed_flags(ok) == []
+    bad = ["-O3; touch /tmp/x", "-fplugin=/tmp/x.so", "-I/etc", "-include/etc/passwd", "@/tmp/resp", "-Wl,-rpath,/tmp",
+           "-specs=/tmp/s", "-B/tmp", "-o/tmp/x", "-DX=$(id)", "-Wa,-x", "--sysroot=/"]
+    assert static.disallowed_flags(bad) == bad
+    assert static.disallowed_flags([], ["--use_fast_math", "-arch=sm_90"], ["-fopenmp", "-lm"]) == []
+    assert static.disallowed_flags([], ["-ccbin=/tmp/cc"], ["-lcublas", "-L/tmp"]) == ["-ccbin=/tmp/cc", "-lcublas", "-L/tmp"]
+    assert codes(static.check_flags(["-fplugin=x"])) == {"build_flag"}  # non-vacuity: the check flags a bad flag
+    assert static.check_flags(ok) == []
 
 
 def test_finding_codes_are_validated():
     with pytest.raises(ValueError, match="unknown finding code"):
         Finding("made_up", "x")
     assert Finding.from_dict(Finding("timeout", "t").to_dict()) == Finding("timeout", "t")
-    assert "blocked_torch_op" in CODES
 
-
-# ----------------------------------------------------------------------------- extraction and parsers
 
 def test_extract_specs_resolves_static_literals():
     src = 'A = "int a;"\nB = A + "\\nint b;"\nfrom torch.utils.cpp_extension import load_inline\n' \
@@ -129,6 +57,9 @@ def test_extract_specs_resolves_static_literals():
 def test_extract_specs_flags_dynamic_sources():
     specs, fs = extract_specs("import os\nfrom shiftkit.kernels.runtime import load_c\nlib = load_c(name='x', source=os.environ['S'])\n")
     assert specs == [] and [f.code for f in fs] == ["dynamic_sources"]
+    specs, fs = extract_specs("from shiftkit.kernels.runtime import load_c\nlib = load_c(name='x', source='a' + 1)\n")
+    assert specs == [] and [f.code for f in fs] == ["dynamic_sources"]  # only strings and lists add up
+    assert [f.code for f in extract_specs("def f(:\n")[1]] == ["syntax_error"]
 
 
 def test_spec_key_depends_on_content_only():
@@ -138,45 +69,115 @@ def test_spec_key_depends_on_content_only():
     assert a.key() == b.key() != c.key()
 
 
-def test_parse_compiler_output():
-    text = ("/c/builds/k/src/kernels/a.cpp:12:5: error: 'foo' was not declared in this scope\n"
+# ----------------------------------------------------------------------------- the compiler's output
+
+def test_parse_compiler_output_keeps_only_the_solutions_files():
+    text = ("/src/kernels/a.cpp:12:5: error: 'foo' was not declared in this scope\n"
             "In file included from x.h:1:\n"
             "cpp_sources:3:1: fatal error: bar.h: No such file or directory\n"
-            "/c/builds/k/src/kernels/a.cpp:14:1: warning: unused\n")
-    errs = parse_compiler_output(text, "/c/builds/k/src")
+            "/usr/share/dict/words:1:1: error: 'aardvark' does not name a type\n"
+            "/src/kernels/a.cpp:14:1: warning: unused\n")
+    errs = parse_compiler_output(text)
     assert [(e.file, e.line, e.column) for e in errs] == [("kernels/a.cpp", 12, 5), ("cpp_sources", 3, 1)]
     assert errs[0].message == "'foo' was not declared in this scope"
+    assert "aardvark" not in str(errs)  # a host file's contents never come back
+    only_host = parse_compiler_output("/etc/hostname:1:1: error: 'vm' does not name a type\n")
+    assert only_host[0].file is None and "vm" not in only_host[0].message
     link = parse_compiler_output("main.o: undefined reference to `g()'\ncollect2: error: ld returned 1 exit status")
     assert link and link[0].file is None and "undefined reference" in link[0].message
 
 
-def test_parse_prototypes():
-    src = 'extern "C" void f(const float* __restrict__ x, float* y, int64_t n, int k, float a, double b) {}\n' \
-          '// extern "C" void hidden(int x) {}\nextern "C" void g(void) { }\n'
-    assert parse_prototypes(src) == {"f": ["ptr", "ptr", "i64", "i32", "f32", "f64"], "g": []}
-    with pytest.raises(TypeError, match="unsupported argument type"):
-        parse_prototypes('extern "C" void h(std::string s) {}')
+def test_parse_compiler_output_is_bounded():
+    huge = "/src/source.cpp:" + "9" * 5000 + ":1: error: x\n"  # int(10**5000) would raise past Python's digit limit
+    errs = parse_compiler_output(huge)
+    assert all(e.line is None or e.line < 10**9 for e in errs)
+    assert len(parse_compiler_output("/src/source.cpp:1:1: error: e\n" * 10_000)) == 50
 
 
-def test_blocking_allowlist():
-    assert is_allowed("aten", "empty_like") and is_allowed("aten", "view") and is_allowed("mylib", "fused")
-    assert not is_allowed("aten", "relu") and not is_allowed("aten", "mm") and not is_allowed("prims", "add")
+# ----------------------------------------------------------------------------- the symbol allowlist
+
+def test_symbol_allowlist_lean_kernels():
+    ok = ["memcpy", "expf", "__expf_finite", "_ZGVdN8v_expf", "GOMP_parallel", "omp_get_thread_num", "malloc", "free",
+          "__stack_chk_fail", "printf", "_ZdlPv", "_ZSt20__throw_length_errorPKc"]
+    dem = {"_ZdlPv": "operator delete(void*)", "_ZSt20__throw_length_errorPKc": "std::__throw_length_error(char const*)"}
+    assert symbols.forbidden_imports(ok, "c", dem) == []
+    bad = ["sgemm_", "cblas_sgemm", "dlopen", "dlsym", "syscall", "PyRun_SimpleString", "fork", "execve", "open"]
+    assert symbols.forbidden_imports(bad, "c", {}) == sorted(bad)
+
+
+def test_symbol_allowlist_torch_bindings():
+    dem = {
+        "_ZN2at4_ops19empty_memory_format4callE": "at::_ops::empty_memory_format::call(c10::ArrayRef<c10::SymInt>)",
+        "_ZN2at4_ops4view4callE": "at::_ops::view::call(at::Tensor const&, c10::ArrayRef<c10::SymInt>)",
+        "_ZN2at4_ops2mm4callE": "at::_ops::mm::call(at::Tensor const&, at::Tensor const&)",
+        "_ZN2at4_ops4relu4callE": "at::_ops::relu::call(at::Tensor const&)",
+        "_ZN2at3cpu2mmE": "at::cpu::mm(at::Tensor const&, at::Tensor const&)",
+        "_ZN2at6native3addE": "at::native::add(at::Tensor const&, at::Tensor const&, c10::Scalar const&)",
+        "_ZNK2at10TensorBase8data_ptrIfEEPT_v": "float* at::TensorBase::data_ptr<float>() const",
+        "_ZN3c106detail14torchCheckFailE": "c10::detail::torchCheckFail(char const*, char const*, unsigned int, char const*)",
+        "_ZN3c1010Dispatcher9singletonEv": "c10::Dispatcher::singleton()",
+    }
+    got = symbols.forbidden_imports(list(dem) + ["PyRun_SimpleString", "PyTuple_New"], "torch", dem,
+                                    frozenset({"PyTuple_New"}))
+    assert got == sorted(["at::cpu::mm(at::Tensor const&, at::Tensor const&)", "c10::Dispatcher::singleton()",
+                          "at::native::add(at::Tensor const&, at::Tensor const&, c10::Scalar const&)", "PyRun_SimpleString"])
+
+
+# ----------------------------------------------------------------------------- where the samples land
+
+def test_classify_path():
+    torch_dirs, py = ("/venv/site-packages/torch/",), ("/py/3.11/",)
+    assert classify_path("/x/ext/0.so", True, torch_dirs, py) == "candidate"
+    assert classify_path("/venv/site-packages/torch/lib/libtorch_cpu.so", False, torch_dirs, py) == "torch"
+    assert classify_path("/venv/site-packages/torch/lib/libgomp-a34b3233.so.1", False, torch_dirs, py) == "runtime"
+    assert classify_path("/usr/lib/x86_64-linux-gnu/libc.so.6", False, torch_dirs, py) == "runtime"
+    assert classify_path("/usr/lib/x86_64-linux-gnu/libopenblas.so.0", False, torch_dirs, py) == "foreign"
+    assert classify_path("/py/3.11/bin/python3.11", False, torch_dirs, py) == "runtime"
+    assert classify_path("/py/3.11/lib/python3.11/site-packages/numpy/_core/_multiarray_umath.so", False, torch_dirs, py) == "foreign"
+    assert classify_path("/memfd:jit (deleted)", False, torch_dirs, py) == "foreign"
+    assert classify_path("[vdso]", False, torch_dirs, py) == "runtime"
+
+
+def test_foreign_verdict_hand_computed():
+    assert foreign_verdict({"candidate": 70, "torch": 20, "runtime": 10}, 0.25) is None  # 20 % <= 25 %
+    code, msg = foreign_verdict({"candidate": 60, "torch": 30, "runtime": 10}, 0.25)
+    assert code == "torch_compute" and "30%" in msg
+    assert foreign_verdict({"candidate": 10, "foreign": 80, "torch": 10}, 0.25)[0] == "foreign_compute"
+    assert foreign_verdict({"torch": 10}, 0.25) is None  # too few samples to say anything
+
+
+def test_coverage_verdict_hand_computed():
+    # 100 ms of CPU at a 50 us period should give 2000 samples
+    assert coverage_verdict(1900, 100_000_000, 50) is None
+    assert coverage_verdict(601, 100_000_000, 50) is None  # 30 % is the bound
+    assert "2000" in coverage_verdict(100, 100_000_000, 50)  # sampling disabled or evaded
+    assert coverage_verdict(0, 1_000_000, 50) is None  # too little CPU time to say anything
 
 
 # ----------------------------------------------------------------------------- correctness
 
-def test_compare_hand_computed():
-    e = torch.tensor([1.0, 2.0, float("nan")])
-    assert C.compare(e, torch.tensor([1.0, 2.0, float("nan")]))[0] is None
-    code, msg, d = C.compare(e, torch.tensor([1.0, 2.001, float("nan")]))
-    assert code == "output_mismatch" and "1/3" in msg and d == pytest.approx(0.001, rel=1e-3)
-    # within atol + rtol*|e| = 1e-4 + 2e-4
-    assert C.compare(e, torch.tensor([1.0, 2.00025, float("nan")]))[0] is None
-    assert C.compare(e, torch.tensor([1.0, 2.0, 0.0]))[0] == "output_mismatch"  # NaN is no wildcard
+def test_compare_is_scale_aware_hand_computed():
+    e = torch.tensor([3.0, -4.0])  # rms = sqrt((9 + 16) / 2) = 3.5355
+    bound1 = 1e-4 * 3.5355 + 1e-4 * 3.0  # element 0: 6.54e-4
+    assert C.compare(e, e + torch.tensor([0.9 * bound1, 0.0]))[0] is None
+    code, msg, d = C.compare(e, e + torch.tensor([1.1 * bound1, 0.0]))
+    assert code == "output_mismatch" and "1/2" in msg and d == pytest.approx(1.1 * bound1, rel=1e-3)
+    # a softmax-like output ~1e-3: an absolute 1e-4 used to hide a 10 % error; now it does not
+    p = torch.full((1000,), 1e-3)
+    assert C.compare(p, p * 1.1)[0] == "output_mismatch"
+    assert C.compare(p, p * (1 + 5e-5))[0] is None
+    # the same relative error passes at every scale
+    for s in (1e-6, 1.0, 1e6):
+        assert C.compare(e * s, (e + torch.tensor([0.9 * bound1, 0.0])) * s)[0] is None
+
+
+def test_compare_nan_inf_and_exact_types():
+    e = torch.tensor([1.0, 2.0, float("nan"), float("inf")])
+    assert C.compare(e, e.clone())[0] is None
+    assert C.compare(e, torch.tensor([1.0, 2.0, 0.0, float("inf")]))[0] == "output_mismatch"  # NaN is no wildcard
+    assert C.compare(e, torch.tensor([1.0, 2.0, float("nan"), 1e30]))[0] == "output_mismatch"
     assert C.compare(torch.tensor([1.0, 2.0]), torch.tensor([float("nan"), 2.0]))[0] == "output_mismatch"
 
-
-def test_compare_exact_types():
     class Sub(torch.Tensor):
         pass
 
@@ -189,14 +190,49 @@ def test_compare_exact_types():
     assert C.compare(torch.tensor([1, 2]), torch.tensor([1, 3]))[0] == "output_mismatch"
 
 
+def test_fp64_budget_rejects_fp32_compute_and_accepts_fp64_rounding():
+    x = torch.randn(4096, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    ref = torch.exp(x)
+    assert C.compare(ref, torch.exp(x.float()).double())[0] == "output_mismatch"  # computed in fp32
+    assert C.compare(ref, ref * (1 + 1e-14))[0] is None  # fp64 rounding differences
+
+
+def test_complex_outputs_have_a_budget_and_compare_by_magnitude():
+    z = torch.complex(torch.randn(64), torch.randn(64))
+    assert C.compare(z, z * (1 + 1e-6))[0] is None  # was compared bit-exactly
+    assert C.compare(z, z * (1 + 1e-2))[0] == "output_mismatch"
+    assert C.tolerance_for("complex64") == C.tolerance_for("float32")
+    assert C.tolerance_for("complex128") == C.tolerance_for("float64")
+
+
 def test_tolerance_presets():
     assert C.tolerance_for("float32") == (1e-4, 1e-4)
     assert C.tolerance_for("float32", "cuda_agent") == (1e-2, 1e-2)
     assert C.tolerance_for("float16") == (1e-2, 1e-2)
     assert C.tolerance_for("float32", atol=0.5) == (0.5, 1e-4)
+    assert C.tolerance_for("float32", reduced_precision=True) == C.tolerance_for("bfloat16")
     assert C.tolerance_for("int64") == (0.0, 0.0)
     with pytest.raises(ValueError, match="valid"):
         C.tolerance_for("float32", "loose")
+
+
+def test_transforms():
+    x = [torch.tensor([1.0, -2.0, 3.0, 4.0]), torch.tensor([1, 2]), 3]
+    assert torch.equal(C.transform(x, "negate", 0)[0], -x[0]) and torch.equal(C.transform(x, "negate", 0)[1], x[1])
+    assert C.transform(x, "negate", 0)[2] == 3
+    assert torch.equal(C.transform(x, "scale_up", 0)[0], x[0] * 32) and torch.equal(C.transform(x, "scale_down", 0)[0], x[0] / 32)
+    sp = C.transform([torch.ones(10_000)], "sparse", 1)[0]
+    assert 0.4 < float((sp == 0).float().mean()) < 0.6 and torch.equal(sp, C.transform([torch.ones(10_000)], "sparse", 1)[0])
+    assert C.all_discrete(torch.tensor([1])) and not C.all_discrete((torch.tensor([1]), torch.ones(1)))
+    assert C.finite_where(torch.tensor([1.0, float("inf")]), torch.tensor([1.0, float("inf")]))
+    assert not C.finite_where(torch.tensor([float("inf")]), torch.tensor([1.0]))
+
+
+def test_derive_seed_needs_the_secret_and_is_per_round():
+    a = C.derive_seed(123, 42, "timed", 0)
+    assert a == C.derive_seed(123, 42, "timed", 0) and 0 <= a < 2**63
+    assert len({C.derive_seed(123, 42, "timed", i) for i in range(1000)}) == 1000
+    assert a != C.derive_seed(124, 42, "timed", 0) and a != C.derive_seed(123, 42, "trial", 0)
 
 
 def test_degeneracy():
@@ -208,11 +244,30 @@ def test_degeneracy():
     assert not C.same_outputs(torch.ones(3), torch.zeros(3), 1e-4, 1e-4)
 
 
-def test_mix_seed_cantor():
-    assert C.mix_seed(1, 2) == 8  # (1+2)(1+2+1)/2 + 2
-    assert C.mix_seed(0, 0) == 0
-    assert C.mix_seed(42, 0) == 42 * 43 // 2
-    assert len({C.mix_seed(a, 7) for a in range(100)}) == 100
+def test_layouts():
+    x = [torch.ones(3), (torch.zeros(2, 2, dtype=torch.float64), 7), {"b": torch.ones(1)}]
+    lay, n = shm.layout(x)
+    assert n == 3 * 64 and [lf["off"] for lf in shm.leaves(lay)] == [0, 64, 128]
+    assert lay["items"][1]["t"] == "tuple" and lay["items"][1]["items"][1] == {"t": "value", "v": 7}
+    assert shm.nbytes(x) == n
+    with pytest.raises(TypeError, match="unsupported"):
+        shm.layout([object()])
+
+
+def test_blocking_allowlist():
+    assert is_allowed("aten", "empty_like") and is_allowed("aten", "view") and is_allowed("mylib", "fused")
+    assert not is_allowed("aten", "relu") and not is_allowed("aten", "mm") and not is_allowed("prims", "add")
+
+
+def test_reply_header_schema():
+    from shiftkit.kernels.sandbox import header_problem
+
+    assert header_problem({"reply_to": "round", "ok": True, "nonce": 3, "violations": {"aten.mul": 2}, "values": [1.5]}) is None
+    assert header_problem({"x-unknown": [1]}) is None
+    assert "violations" in header_problem({"violations": [1, 2]})
+    assert "violations" in header_problem({"violations": {"aten.mul": "2"}})
+    assert "nonce" in header_problem({"nonce": "7"}) and "nonce" in header_problem({"nonce": True})
+    assert "values" in header_problem({"values": [[1]]})
 
 
 # ----------------------------------------------------------------------------- stats, rewards, metrics
@@ -244,8 +299,8 @@ def test_log_speedup_reward():
     assert reward.log_speedup_reward(True, 2.0, 4.0)[0] == pytest.approx(math.log(2.0))
     assert reward.log_speedup_reward(True, 2.0, 4.0, baseline="compile")[0] == pytest.approx(math.log(4.0))
     assert reward.log_speedup_reward(True, 2.0, 0.5, baseline="best")[0] == pytest.approx(math.log(0.5))
-    assert reward.log_speedup_reward(True, 1.0, 1.0)[0] == 0.0  # optimized == reference
-    assert reward.log_speedup_reward(True, 1e9, None)[0] == 3.0  # clipped
+    assert reward.log_speedup_reward(True, 1.0, 1.0)[0] == 0.0
+    assert reward.log_speedup_reward(True, 1e9, None)[0] == 3.0
     assert reward.log_speedup_reward(False, 2.0, 2.0) == (-1.0, "incorrect")
     with pytest.raises(ValueError, match="valid"):
         reward.get_reward_fn("speed")
@@ -260,11 +315,11 @@ def test_set_metrics_hand_computed():
     ]
     m = metrics.set_metrics(rs)
     assert m["pass_rate"] == 0.75 and m["faster_than_eager_rate"] == 0.5 and m["faster_than_compile_rate"] == 0.25
-    assert m["geomean_speedup_eager"] == pytest.approx(2.0)  # (2*8*0.5)^(1/3)
+    assert m["geomean_speedup_eager"] == pytest.approx(2.0)
     assert m["geomean_speedup_compile"] == pytest.approx(0.5 ** (1 / 3))
     assert m["fast_0"] == 0.75 and m["fast_1"] == 0.5 and m["fast_2"] == 0.25 and m["mean_reward"] == 1.25
     assert metrics.set_metrics([])["pass_rate"] == 0.0 and metrics.geomean([]) is None
-    assert metrics.fast_p([True, True], [1.0, 1.0], 1.0) == 0.0  # strictly greater
+    assert metrics.fast_p([True, True], [1.0, 1.0], 1.0) == 0.0
 
 
 # ----------------------------------------------------------------------------- importer and registries
@@ -294,17 +349,14 @@ def test_registries_raise_listing_valid_names():
     assert get_backend("cpu").available()[0]
 
 
-def test_cuda_fixtures_extract_and_static_check_on_cpu():
+def test_cuda_fixtures_extract_on_cpu():
     from shiftkit.kernels import load_solution
-    from shiftkit.kernels.evaluate import static_findings
     from shiftkit.kernels.fixtures import ROOT
 
     ok = load_solution(ROOT / "cuda" / "scale_shift_clamp_correct.py")
     (spec,) = ok.specs
     assert spec.backend == "cuda" and spec.kind == "torch" and set(spec.sources) == {"cpp_sources.cpp", "cuda_sources.cu"}
-    assert codes(static_findings(ok)) == set()
-    stream = load_solution(ROOT / "cuda" / "scale_shift_clamp_hack_stream.py")
-    assert "threads_or_processes" in codes(static_findings(stream))
+    assert codes(ok.findings) == set()
 
 
 def test_cuda_backend_unavailable_is_a_clean_user_error():

@@ -1,0 +1,205 @@
+"""What a built extension links against, and the C prototypes of its exports, read from the ELF file.
+
+:func:`elf_info` reads the artefact (pyelftools: the dynamic symbol table, ``DT_NEEDED`` and the DWARF
+debug information) and runs in the analysis subprocess, never in the parent. :func:`forbidden_imports` is
+the allowlist, a pure function of the symbol names: an extension may import the C and C++ runtime (libc,
+libm, libmvec, the OpenMP runtime, libstdc++, libgcc) and, for torch bindings, what the harness's own empty
+binding imports plus operators through the dispatcher (``at::_ops::<op>::call``; where their time goes is
+the parent's sampling's business) and c10's core types. Everything else is refused by name: entry points
+below the dispatcher (``at::cpu::``, ``at::native::``, the dispatcher's own lookup tables), vendor
+BLAS/LAPACK, oneDNN/MKL, dynamic loading, the Python C API beyond pybind's glue, process creation. However the source spelled a
+call (macros, token pasting, templates), the linker had to name the symbol.
+"""
+
+from __future__ import annotations
+
+import re
+
+# ------------------------------------------------------------------------------- ELF + DWARF (analysis side)
+
+_ENC = {2: "bool", 4: "f", 5: "i", 6: "i", 7: "u", 8: "u", 0x10: "u"}  # DW_ATE_*: boolean, float, signed(_char), unsigned(_char), UTF
+
+
+def _kind(die, depth: int = 0) -> str:
+    """A DWARF type DIE -> ptr | i8..i64 | u8..u64 | f32 | f64 | bool | '<unsupported what>'."""
+    if die is None or depth > 32:
+        return "<void>"
+    tag = die.tag
+    if tag in ("DW_TAG_pointer_type", "DW_TAG_reference_type", "DW_TAG_rvalue_reference_type", "DW_TAG_array_type"):
+        return "ptr"
+    if tag in ("DW_TAG_typedef", "DW_TAG_const_type", "DW_TAG_volatile_type", "DW_TAG_restrict_type",
+               "DW_TAG_atomic_type", "DW_TAG_enumeration_type") and "DW_AT_type" in die.attributes:
+        return _kind(die.get_DIE_from_attribute("DW_AT_type"), depth + 1)
+    if tag == "DW_TAG_enumeration_type":
+        return {1: "i8", 2: "i16", 4: "i32", 8: "i64"}.get(die.attributes.get("DW_AT_byte_size").value if "DW_AT_byte_size" in die.attributes else 4, "<enum>")
+    if tag == "DW_TAG_base_type":
+        enc = die.attributes["DW_AT_encoding"].value if "DW_AT_encoding" in die.attributes else 0
+        size = die.attributes["DW_AT_byte_size"].value if "DW_AT_byte_size" in die.attributes else 0
+        e = _ENC.get(enc)
+        if e == "bool" and size == 1:
+            return "bool"
+        if e == "f" and size in (4, 8):
+            return f"f{size * 8}"
+        if e in ("i", "u") and size in (1, 2, 4, 8):
+            return f"{e}{size * 8}"
+        name = die.attributes["DW_AT_name"].value.decode(errors="replace") if "DW_AT_name" in die.attributes else "?"
+        return f"<{name}>"
+    return f"<{tag.replace('DW_TAG_', '')}>"
+
+
+def _prototypes(elf, exported: set[str]) -> dict[str, list[str]]:
+    if not elf.has_dwarf_info():
+        return {}
+    out: dict[str, list[str]] = {}
+    dw = elf.get_dwarf_info()
+    for cu in dw.iter_CUs():
+        for die in cu.iter_DIEs():
+            if die.tag != "DW_TAG_subprogram" or "DW_AT_name" not in die.attributes:
+                continue
+            a = die.attributes
+            if "DW_AT_linkage_name" in a or "DW_AT_MIPS_linkage_name" in a or "DW_AT_specification" in a:
+                continue  # C++ linkage
+            name = a["DW_AT_name"].value.decode(errors="replace")
+            if name not in exported or name in out:
+                continue
+            kinds = []
+            for ch in die.iter_children():
+                if ch.tag == "DW_TAG_formal_parameter":
+                    kinds.append(_kind(ch.get_DIE_from_attribute("DW_AT_type")) if "DW_AT_type" in ch.attributes else "<?>")
+                elif ch.tag == "DW_TAG_unspecified_parameters":
+                    kinds.append("<variadic>")
+            out[name] = kinds
+    return out
+
+
+def elf_info(path: str) -> dict:
+    """{"undefined": [...], "defined_functions": [...], "needed": [...], "protos": {name: [kinds]}}."""
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        undefined, defined = set(), set()
+        dynsym = elf.get_section_by_name(".dynsym")
+        if dynsym is not None:
+            for s in dynsym.iter_symbols():
+                if not s.name:
+                    continue
+                if s["st_shndx"] == "SHN_UNDEF":
+                    undefined.add(s.name)
+                elif s["st_info"]["type"] == "STT_FUNC" and s["st_info"]["bind"] in ("STB_GLOBAL", "STB_WEAK"):
+                    defined.add(s.name)
+        needed = []
+        for sec in elf.iter_sections():
+            if isinstance(sec, DynamicSection):
+                needed += [t.needed for t in sec.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
+        protos = _prototypes(elf, {n for n in defined if not n.startswith("_Z")})
+    return {"undefined": sorted(undefined), "defined_functions": sorted(defined), "needed": needed, "protos": protos}
+
+
+_DEMANGLE = None
+
+
+def demangle(names: list[str]) -> dict[str, str]:
+    """Itanium C++ names -> readable, with libstdc++'s own ``__cxa_demangle``."""
+    import ctypes
+
+    global _DEMANGLE
+    if _DEMANGLE is None:
+        lib = ctypes.CDLL("libstdc++.so.6")
+        fn = lib.__cxa_demangle
+        fn.restype = ctypes.c_void_p
+        fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+        _DEMANGLE = (fn, ctypes.CDLL(None).free)
+    fn, free = _DEMANGLE
+    import ctypes
+
+    free.argtypes = [ctypes.c_void_p]
+    out = {}
+    for n in names:
+        if not n.startswith("_Z"):
+            continue
+        st = ctypes.c_int(0)
+        p = fn(n.encode(), None, None, ctypes.byref(st))
+        if p and st.value == 0:
+            out[n] = ctypes.string_at(p).decode(errors="replace")
+            free(p)
+    return out
+
+
+# ------------------------------------------------------------------------------- the allowlist (pure)
+
+_LIBM = {"acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil", "copysign", "cos", "cosh", "erf",
+         "erfc", "exp", "exp10", "exp2", "expm1", "fabs", "fdim", "floor", "fma", "fmax", "fmin", "fmod", "frexp", "hypot",
+         "ilogb", "ldexp", "lgamma", "llrint", "llround", "log", "log10", "log1p", "log2", "logb", "lrint", "lround",
+         "modf", "nan", "nearbyint", "nextafter", "nexttoward", "pow", "remainder", "remquo", "rint", "round", "scalbln",
+         "scalbn", "sin", "sincos", "sinh", "sqrt", "tan", "tanh", "tgamma", "trunc", "j0", "j1", "y0", "y1", "gamma",
+         "significand", "isinf", "isnan", "finite", "signbit", "lgamma_r"}
+_LIBC = {"memcpy", "memmove", "memset", "memcmp", "memchr", "strlen", "strcmp", "strncmp", "strcpy", "strncpy", "strchr",
+         "strrchr", "strstr", "strnlen", "malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc",
+         "memalign", "valloc", "printf", "puts", "putchar", "fprintf", "fputs", "fputc", "fwrite", "fflush", "snprintf",
+         "sprintf", "vsnprintf", "vfprintf", "vprintf", "stdout", "stderr", "abort", "__assert_fail", "qsort", "bsearch",
+         "abs", "labs", "llabs", "div", "ldiv", "rand", "srand", "__stack_chk_fail", "__tls_get_addr", "__cxa_finalize",
+         "__cxa_atexit", "__cxa_thread_atexit_impl", "__gmon_start__", "_ITM_deregisterTMCloneTable",
+         "_ITM_registerTMCloneTable", "__errno_location", "strtol", "strtod", "strtof", "atoi", "atof", "sched_yield",
+         "pthread_once", "pthread_mutex_lock", "pthread_mutex_unlock", "pthread_key_create", "pthread_getspecific",
+         "pthread_setspecific", "pthread_self", "__pthread_key_create", "sysconf", "get_nprocs", "__sched_cpucount",
+         "nanosleep", "usleep", "clock_gettime", "clock", "time", "gettimeofday", "__cxa_guard_acquire",
+         "__cxa_guard_release", "__cxa_guard_abort", "__cxa_pure_virtual", "__cxa_begin_catch", "__cxa_end_catch",
+         "__cxa_rethrow", "__cxa_throw", "__cxa_allocate_exception", "__cxa_free_exception", "__gxx_personality_v0",
+         "__cxa_demangle", "__dso_handle"}
+_C_PATTERNS = re.compile(
+    r"(?:(?:__)?(?:" + "|".join(sorted(_LIBM)) + r")[fl]?(?:_finite)?"  # libm, float/long variants
+    r"|_ZGV\w+"  # libmvec vector variants (-O3 -march=native vectorises libm calls)
+    r"|GOMP_\w+|omp_\w+|__kmpc_\w+"  # the OpenMP runtime
+    r"|_Unwind_\w+|__(?:udiv|div|mod|umod|mul|ashl|ashr|lshr|fix|float|extend|trunc|pow|neg)\w*"  # libgcc helpers
+    r"|__\w+_chk|__isoc99_\w+|__ctype_\w+|__libc_single_threaded)")
+_OPS_RE = re.compile(r"^at::_ops::(\w+?)(?:_(?:memory_format|int|Tensor|names|dim|using_ints|self_int|Dimname|"
+                     r"default|out|dtype|other|layout|SymInt|symint|sizes|generator|Scalar|list))*::(?:call|redispatch)\(")
+_TORCH_OK = re.compile(
+    r"^(?:c10::(?!Dispatcher::|impl::OperatorEntry|OperatorHandle)|caffe2::TypeMeta|at::TensorBase::|at::Tensor::(?:print|toString)"
+    r"|at::(?:get_num_threads|get_thread_num|in_parallel_region|init_num_threads|internal::(?:lazy_init_num_threads|"
+    r"invoke_parallel|_parallel_run|GRAIN_SIZE))|at::(?:TensorIteratorBase::|TensorIterator::)(?!.*(?:binary|unary|reduce|"
+    r"for_each|cast))|at::RecordFunction|at::NoGradGuard|at::AutoDispatchBelow|at::check|at::checkDim|at::checkSize"
+    r"|at::(?:CPUGeneratorImpl|detail::getDefaultCPUGenerator)|at::ScalarTypeToString|at::toString|torch::autograd::"
+    r"|torch::wrap_pybind_function|pybind11::|THP\w*|torch::utils::)")
+_STD_OK = re.compile(r"^(?:std::|__gnu_cxx::|operator new|operator delete|vtable for (?:std::|__cxxabiv1::|__gnu_cxx::)|"
+                     r"typeinfo (?:name )?for (?:std::|__cxxabiv1::|__gnu_cxx::|c10::|char|int|long|float|double|void|bool|"
+                     r"unsigned)|VTT for std::|guard variable for|__cxxabiv1::)")
+
+
+_RET = re.compile(r"^(?:[\w:*&<>]+\s+)+?((?:c10|at|torch|std|pybind11|caffe2|__gnu_cxx|THP\w*)::.*)$")
+
+
+_DATA = re.compile(r"^(?:vtable for |typeinfo for |typeinfo name for |VTT for |construction vtable for |guard variable for )")
+
+
+def _strip_return_type(d: str) -> str:
+    """``float* at::TensorBase::data_ptr<float>() const`` -> ``at::TensorBase::data_ptr<float>() const``;
+    ``vtable for c10::TensorImpl`` -> ``c10::TensorImpl`` (class data is judged by its class's namespace)."""
+    d = _DATA.sub("", d)
+    m = _RET.match(d)
+    return m.group(1) if m else d
+
+
+def forbidden_imports(undefined: list[str], kind: str, demangled: dict[str, str], baseline: frozenset = frozenset()) -> list[str]:
+    """Pure: the imports of an artefact that the allowlist refuses, readable (``kind``: c | torch;
+    ``baseline``: the imports of the harness's own empty torch binding, allowed as they are)."""
+    bad = []
+    for n in undefined:
+        if n in baseline:
+            continue
+        d = demangled.get(n)
+        if d is not None:
+            d = _strip_return_type(d)
+        if d is None:
+            if n in _LIBC or _C_PATTERNS.fullmatch(n):
+                continue
+            bad.append(n)
+            continue
+        if _STD_OK.match(d):
+            continue
+        if kind == "torch" and (_OPS_RE.match(d) or _TORCH_OK.match(d)):
+            continue  # through the dispatcher: the parent's sampling sees where that time goes
+        bad.append(d)
+    return sorted(set(bad))
