@@ -8,9 +8,9 @@ import pytest
 
 from shiftkit.agent import kernel_grammar as G
 from shiftkit.kernels.envclient import KernelEnv, LocalKernelEnv
-from shiftkit.kernels.evaluate import static_findings
-from shiftkit.kernels.findings import errors
-from shiftkit.kernels.solution import Solution, extract_specs
+from shiftkit.kernels.analysis import analyze_solution
+from shiftkit.kernels.findings import Finding, errors
+from shiftkit.kernels.specs import extract_specs
 
 
 def test_format_and_parse_round_trip_every_composition():
@@ -61,8 +61,8 @@ def test_every_rendering_extracts_statically_and_passes_the_static_checks():
             srcs.add(src)
             specs, finds = extract_specs(src)
             assert len(specs) == 1 and specs[0].kind == "c" and not finds
-            sol = Solution(None, src, "solution.py", "file", specs, [])
-            assert not errors(static_findings(sol)), (G.format_composition(c), errors(static_findings(sol)))
+            found = errors([Finding.from_dict(d) for d in analyze_solution({"solution.py": src}, "solution.py", "cpu")["findings"]])
+            assert not found, (G.format_composition(c), found)
         assert len(srcs) == 72
 
 
