@@ -224,6 +224,16 @@ class RolloutClient:
                             "requests still running on the server would reuse KV computed with the old weights")
 
 
+def served_rollouts(url: str, sync: str) -> RolloutClient | None:
+    """The trainers' ``rollout_url`` / ``rollout_sync``: None for in-process sampling (``url`` ""), else a
+    client whose server has answered :meth:`RolloutClient.probe` (call it before anything is written)."""
+    if not url:
+        return None
+    client = RolloutClient(url, sync=sync)
+    client.probe()
+    return client
+
+
 def logprob_gap(rollout_logp_BT: torch.Tensor, trainer_logp_BT: torch.Tensor, mask_BT: torch.Tensor) -> dict[str, float]:
     """The rollout-versus-trainer log-prob gap over valid tokens: ``mean_abs``, ``max_abs`` and
     ``mean_signed`` (rollout - trainer). All 0 when no token is valid."""

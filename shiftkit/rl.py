@@ -30,7 +30,7 @@ from shiftkit.models import frozen_copy, load_policy, prepare_policy
 from shiftkit.microbatch import MemoryConfig
 from shiftkit.prompts import CHAT_TEMPLATE_RULES, PromptKeys
 from shiftkit.rewards import RewardKeys
-from shiftkit.remote import RolloutClient, RolloutSync, logprob_gap
+from shiftkit.remote import RolloutSync, logprob_gap, served_rollouts
 from shiftkit.runs import KEEP_CHECKPOINTS
 from shiftkit.sampling import Rollouts
 
@@ -108,9 +108,7 @@ def rollout_stats(roll: Rollouts, train_logp_BT: torch.Tensor) -> dict:
 def run_grpo(cfg: GRPOConfig) -> dict:
     set_threads(cfg.threads)
     d = Dist()
-    client = RolloutClient(cfg.rollout_url, sync=cfg.rollout_sync) if cfg.rollout_url else None
-    if client is not None:
-        client.probe()  # an unreachable server fails here, before a model loads or a file is written
+    client = served_rollouts(cfg.rollout_url, cfg.rollout_sync)  # an unreachable server fails before anything loads
     model, tok = load_policy(cfg.model, d.device)
     inp = prompt_inputs(cfg, tok, "rl", eval_n=cfg.eval_n, model_path=cfg.model, want_eval=cfg.eval_every > 0)
     d, run = kit.open_run(cfg, d)  # nothing is written before the model, data and reward load and validate

@@ -50,7 +50,7 @@ from shiftkit.errors import ShiftkitError
 from shiftkit.io import read_jsonl
 from shiftkit.models import WEAK_SPEC, load_model_and_tokenizer, make_char_tokenizer, make_tiny_model, prepare_policy
 from shiftkit.models import save_model
-from shiftkit.remote import RolloutClient, RolloutSync, logprob_gap
+from shiftkit.remote import RolloutSync, logprob_gap, served_rollouts
 from shiftkit.runs import KEEP_CHECKPOINTS
 from shiftkit.sampling import sample
 
@@ -241,9 +241,7 @@ def value_pretrain(policy, critic, tok, cfg: AgenticRLConfig, copt) -> dict:
 def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
     """The loop, in a run directory (``cfg.out``) that resumes after a kill; returns the summary."""
     cfg.validate()
-    client = RolloutClient(cfg.rollout_url, sync=cfg.rollout_sync) if cfg.rollout_url else None
-    if client is not None:
-        client.probe()  # an unreachable server fails here, before the run directory is written
+    client = served_rollouts(cfg.rollout_url, cfg.rollout_sync)  # an unreachable server fails before anything is written
     d, run = kit.open_run(cfg)
     if run.done:
         return run.summary()
