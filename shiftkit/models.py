@@ -12,15 +12,18 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import hashlib
 import io
+import json
 import logging
 import os
+import sys
 from pathlib import Path
 
 import torch
 
 from shiftkit.errors import ShiftkitError
-from shiftkit.io import atomic_dir
+from shiftkit.io import atomic_dir, progress_iter
 from shiftkit.microbatch import set_gradient_checkpointing
 
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
@@ -245,12 +248,45 @@ def check_vocab(model, tokenizer, where: str = "") -> None:
         )
 
 
+VOCAB_KEY = "shiftkit_vocab"  # the config.json entry save_model records: the tokenizer's vocab_fingerprint
+
+
+def vocab_fingerprint(tokenizer) -> dict:
+    """``{"size": len(tokenizer), "sha256": ...}``: the vocabulary's size and a hash of its whole
+    token -> id map (added and special tokens included), the identity :func:`save_model` records."""
+    items = sorted(tokenizer.get_vocab().items(), key=lambda kv: (kv[1], kv[0]))
+    return {"size": len(tokenizer), "sha256": hashlib.sha256(json.dumps(items).encode()).hexdigest()}
+
+
+def spare_rows(n_emb: int) -> int:
+    """How many more embedding rows than tokens a model may have: vocabularies are padded (Qwen3 267 of
+    151936 rows, gpt-oss 1069 of 201088, Phi-2 905 of 51200), never by more than this."""
+    return max(256, n_emb // 32)
+
+
 def check_tokenizer_matches(model, tokenizer, where: str = "") -> None:
-    """The tokenizer belongs to the model: it fits the embedding matrix and its special tokens are the
-    model config's (the single-model part of OPD's preflight; SFT and RL call it too)."""
+    """The tokenizer belongs to the model (the single-model part of OPD's preflight; eval, SFT and RL call
+    it too): it fits the embedding matrix and fills it up to a padded vocabulary's spare rows; when the
+    model was saved by shiftkit, its vocabulary is the recorded one (size and a hash of the token -> id
+    map, :func:`vocab_fingerprint`); and its special tokens are the model config's. Two ids agreeing is
+    no evidence: a foreign tokenizer often has bos 1 and eos 2 too."""
     check_vocab(model, tokenizer, where)
     loc = f" at '{where}'" if where else ""
+    fix = "use the tokenizer saved with this model"
+    n_emb, n_tok = model.get_input_embeddings().num_embeddings, len(tokenizer)
+    if n_emb - n_tok > spare_rows(n_emb):
+        raise ShiftkitError(f"the tokenizer{loc} does not belong to the model: it has {n_tok} tokens but the model "
+                            f"embeds {n_emb}, more than a padded vocabulary leaves unused; {fix}")
     cfg = getattr(model, "config", None)
+    recorded = getattr(cfg, VOCAB_KEY, None)
+    if isinstance(recorded, dict) and recorded.get("sha256"):
+        have = vocab_fingerprint(tokenizer)
+        if have != {"size": recorded.get("size"), "sha256": recorded["sha256"]}:
+            raise ShiftkitError(
+                f"the tokenizer{loc} does not belong to the model: its vocabulary ({have['size']} tokens, token->id "
+                f"map sha256 {have['sha256'][:12]}) is not the one the model was saved with ({recorded.get('size')} "
+                f"tokens, {recorded['sha256'][:12]}, config.json '{VOCAB_KEY}'); {fix} (if you changed the "
+                f"vocabulary on purpose, delete '{VOCAB_KEY}' from config.json)")
     for attr in ("eos_token_id", "bos_token_id"):
         want = getattr(cfg, attr, None)
         have = getattr(tokenizer, attr, None)
@@ -263,7 +299,7 @@ def check_tokenizer_matches(model, tokenizer, where: str = "") -> None:
         if have not in wants:
             raise ShiftkitError(
                 f"the tokenizer{loc} does not belong to the model: its {attr.replace('_id', '')} is id {have}, the "
-                f"model's config says {sorted(wants)}; use the tokenizer saved with this model")
+                f"model's config says {sorted(wants)}; {fix}")
 
 
 def load_model_and_tokenizer(name: str | os.PathLike, dtype: str | torch.dtype = "float32",
@@ -275,13 +311,18 @@ def load_model_and_tokenizer(name: str | os.PathLike, dtype: str | torch.dtype =
 
 
 def save_model(model, tokenizer, path: str | os.PathLike, extra_files: dict[str, str] | None = None) -> Path:
-    """Save model + tokenizer as a ``save_pretrained`` directory (safetensors), atomically."""
+    """Save model + tokenizer as a ``save_pretrained`` directory (safetensors), atomically, with the
+    tokenizer's :func:`vocab_fingerprint` in config.json (``shiftkit_vocab``, checked by
+    :func:`check_tokenizer_matches`; other tools ignore the key) and the files' modes following the umask."""
     path = Path(path)
     with atomic_dir(path) as tmp:
         with quiet_hf(), contextlib.redirect_stderr(io.StringIO()):
             model.save_pretrained(tmp, safe_serialization=True)
             if tokenizer is not None:
                 tokenizer.save_pretrained(tmp)
+        if tokenizer is not None and (tmp / "config.json").is_file():  # the vocabulary the weights were saved with
+            cfg = json.loads((tmp / "config.json").read_text())
+            (tmp / "config.json").write_text(json.dumps({**cfg, VOCAB_KEY: vocab_fingerprint(tokenizer)}, indent=2) + "\n")
         for name, text in (extra_files or {}).items():
             (tmp / name).write_text(text)
     return path
@@ -303,6 +344,22 @@ def smollm2_gguf_path() -> Path | None:
     return None
 
 
+@contextlib.contextmanager
+def gguf_progress():
+    """transformers de-quantizes a GGUF file's tensors under a tqdm of its own (``tqdm(reader.tensors, ...)``
+    in ``modeling_gguf_pytorch_utils``), which a redirected log gets as one endless line of carriage
+    returns; for the duration, count them with :func:`shiftkit.io.progress_iter` instead (a bar on a
+    terminal, a line every 5% or 30 s in a log)."""
+    from transformers import modeling_gguf_pytorch_utils as g
+
+    prev = g.tqdm
+    g.tqdm = lambda items, desc="", **kw: progress_iter(items, f"import-gguf: {desc.rstrip('. ')}", "tensors")
+    try:
+        yield
+    finally:
+        g.tqdm = prev
+
+
 def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike) -> Path:
     """Convert a GGUF causal LM (dequantised to fp32) into a safetensors ``save_pretrained`` directory.
 
@@ -314,8 +371,9 @@ def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike) -> Path:
     f = Path(gguf_file)
     if not f.is_file():
         raise ShiftkitError(f"GGUF file not found: {f}")
+    print(f"import-gguf: reading the tokenizer of {f}", file=sys.stderr, flush=True)
     try:
-        with quiet_hf():
+        with quiet_hf(), gguf_progress():
             tok = AutoTokenizer.from_pretrained(str(f.parent), gguf_file=f.name)
             src = AutoModelForCausalLM.from_pretrained(str(f.parent), gguf_file=f.name, dtype=torch.float32)
     except ImportError as e:
@@ -326,6 +384,7 @@ def import_gguf(gguf_file: str | os.PathLike, out: str | os.PathLike) -> Path:
     with quiet_hf():
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(src.state_dict())
+    print(f"import-gguf: writing {out} (safetensors, fp32)", file=sys.stderr, flush=True)
     return save_model(model, tok, out)
 
 

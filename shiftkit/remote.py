@@ -101,6 +101,22 @@ class RolloutClient:
     def _post(self, url: str, body: dict | None) -> dict:
         return post_json(url, body, self.timeout, self.headers)
 
+    def probe(self, timeout: float = 10.0) -> None:
+        """Check, before a run writes anything, that the server answers ``GET /v1/models`` with a model:
+        an unreachable URL or a server that is not OpenAI-compatible is a one-line error naming ``rollout_url``."""
+        try:
+            d = post_json(self.base + "/models", None, timeout, self.headers)
+        except ShiftkitError as e:
+            raise ShiftkitError(f"rollout_url={self.base}: {e}; start the completions server first (shiftkit serve "
+                                "--model DIR --port P, SGLang or vLLM), or leave rollout_url empty to sample in "
+                                "process") from None
+        data = d.get("data") if isinstance(d, dict) else None
+        if not data or not isinstance(data, list) or not isinstance(data[0], dict) or "id" not in data[0]:
+            raise ShiftkitError(f"rollout_url={self.base}: GET /v1/models lists no model ({json.dumps(d)[:200]}); "
+                                "is it an OpenAI-compatible completions server?")
+        if self._model is None:
+            self._model = str(data[0]["id"])
+
     @property
     def model(self) -> str:
         """The served model name (the first of ``GET /v1/models`` unless given)."""
@@ -206,6 +222,16 @@ class RolloutClient:
             time.sleep(0.2 * (attempt + 1))
         raise ShiftkitError(f"{self.root}/reset_prefix_cache kept answering success=false after the reload of {path}; "
                             "requests still running on the server would reuse KV computed with the old weights")
+
+
+def served_rollouts(url: str, sync: str) -> RolloutClient | None:
+    """The trainers' ``rollout_url`` / ``rollout_sync``: None for in-process sampling (``url`` ""), else a
+    client whose server has answered :meth:`RolloutClient.probe` (call it before anything is written)."""
+    if not url:
+        return None
+    client = RolloutClient(url, sync=sync)
+    client.probe()
+    return client
 
 
 def logprob_gap(rollout_logp_BT: torch.Tensor, trainer_logp_BT: torch.Tensor, mask_BT: torch.Tensor) -> dict[str, float]:

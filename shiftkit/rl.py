@@ -30,7 +30,8 @@ from shiftkit.models import frozen_copy, load_policy, prepare_policy
 from shiftkit.microbatch import MemoryConfig
 from shiftkit.prompts import CHAT_TEMPLATE_RULES, PromptKeys
 from shiftkit.rewards import RewardKeys
-from shiftkit.remote import RolloutClient, RolloutSync, logprob_gap
+from shiftkit.remote import RolloutSync, logprob_gap, served_rollouts
+from shiftkit.runs import KEEP_CHECKPOINTS
 from shiftkit.sampling import Rollouts
 
 
@@ -64,6 +65,7 @@ class GRPOConfig(MemoryConfig, DataKeys, HeldOutKeys, PromptKeys, RewardKeys):
     eval_every: int = 20  # greedy eval on the held-out rows every N steps (arith data or eval_split; 0 = off)
     eval_n: int = 100  # arith data: held-out problems per domain
     save_every: int = 50  # resumable checkpoint every N steps (0 = only the final model)
+    keep_checkpoints: int = KEEP_CHECKPOINTS  # checkpoints kept, also after the run finishes: the last N (0 = none, -1 = all)
     samples_every: int = 10  # write the first samples_n rollouts to samples.jsonl every N steps (0 = off)
     samples_n: int = 4  # rollouts per samples.jsonl dump
     report_to: str = "none"  # none | tensorboard | wandb (through accelerate's trackers)
@@ -89,7 +91,7 @@ class GRPOConfig(MemoryConfig, DataKeys, HeldOutKeys, PromptKeys, RewardKeys):
 
 
 # keys read only when another key is set (shiftkit.config.check_dependent)
-GRPO_DEPENDENT = {**CHAT_TEMPLATE_RULES, **kit.SAMPLES_RULES,
+GRPO_DEPENDENT = {**CHAT_TEMPLATE_RULES, **kit.SAMPLES_RULES, **kit.CHECKPOINT_RULES,
                   "kl_clamp": (lambda c: c.kl_coef > 0, "with a KL (kl_coef > 0)"),
                   "rollout_sync": (lambda c: bool(c.rollout_url), "with served rollouts (rollout_url)")}
 
@@ -106,6 +108,7 @@ def rollout_stats(roll: Rollouts, train_logp_BT: torch.Tensor) -> dict:
 def run_grpo(cfg: GRPOConfig) -> dict:
     set_threads(cfg.threads)
     d = Dist()
+    client = served_rollouts(cfg.rollout_url, cfg.rollout_sync)  # an unreachable server fails before anything loads
     model, tok = load_policy(cfg.model, d.device)
     inp = prompt_inputs(cfg, tok, "rl", eval_n=cfg.eval_n, model_path=cfg.model, want_eval=cfg.eval_every > 0)
     d, run = kit.open_run(cfg, d)  # nothing is written before the model, data and reward load and validate
@@ -119,7 +122,6 @@ def run_grpo(cfg: GRPOConfig) -> dict:
     ddp_model = d.wrap(model)
     eval_fn = held_out_eval(model, tok, inp, cfg.max_new_tokens) if cfg.eval_every else None
     kit.first_eval(st, eval_fn)
-    client = RolloutClient(cfg.rollout_url, sync=cfg.rollout_sync) if cfg.rollout_url else None
     if client is not None:  # the server samples from the run's policy (the start, or the resumed checkpoint)
         client.sync_weights(model, tok, run.path / "rollout_weights", d)
     clip_low, clip_high = cfg.clip_low or None, (cfg.clip_high or cfg.clip_low) or None  # 0 = no clip
@@ -185,7 +187,7 @@ def run_grpo(cfg: GRPOConfig) -> dict:
             client.sync_weights(model, tok, run.path / "rollout_weights", d)
         n_mine = max(float(mask_BT.sum()), 1.0)
         per_reward = {k: v for k, v in res.metrics.items() if k.startswith("rewards/")}
-        row = {"step": step, "loss": float(loss_sum), "reward": float(d.sum(rewards_B.sum()) / n_seq),
+        row = {"loss": float(loss_sum), "reward": float(d.sum(rewards_B.sum()) / n_seq),
                **rollout_stats(roll, train_logp_BT), **per_reward, "entropy": ent_sum / n_mine, "kl": kl_sum / n_mine,
                "clip_frac": clip_sum / n_mine, "grad_norm": gnorm, "lr": opt.param_groups[0]["lr"],
                "micro_batches": len(mbs), "frac_groups_with_signal": float((rewards_B.view(-1, G).std(-1) > 0).float().mean()),

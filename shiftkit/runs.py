@@ -7,6 +7,16 @@ A run directory holds::
     checkpoints/step_N/  HF save_pretrained dir + trainer_state.pt (optimizer, step), written atomically
     final/               the final HF model (atomically written) ; DONE marks a finished run
     summary.json         the run's summary
+    rollout_weights/     served rollouts only: the weights the server loads; removed when the run finishes
+
+Steps are counted 1-based everywhere a run writes or prints one: ``step N`` is the state after N
+optimizer updates (``metrics.jsonl``'s ``step``, ``checkpoints/step_N``, "resuming after step N", the
+progress lines), and ``step 0`` is the evaluation before the first update -- as TRL's ``global_step``
+and verl's ``global_steps``.
+
+``keep_checkpoints`` (a key of every training command, default :data:`KEEP_CHECKPOINTS`): the last N
+checkpoints are kept, while the run goes and after it finishes; 0 keeps none once the run finishes
+(while it runs, the latest stays so a killed run resumes); -1 keeps every one.
 
 All randomness in our loops is derived from ``(seed, step)``, so a checkpoint needs only weights,
 optimizer state and the step to resume bit-for-bit.
@@ -14,6 +24,7 @@ optimizer state and the step to resume bit-for-bit.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -26,9 +37,14 @@ from shiftkit.io import JsonlWriter, atomic_dir, atomic_write_json, ensure_writa
 from shiftkit.models import quiet_hf, save_model
 
 
+KEEP_CHECKPOINTS = 2  # the default of the training commands' keep_checkpoints key
+ROLLOUT_WEIGHTS = "rollout_weights"  # the served-rollout weight copy, removed by RunDir.finish
+
+
 class RunDir:
     def __init__(self, path: str | Path, config: dict[str, Any], overwrite: bool = False,
-                 ignore_keys: tuple[str, ...] = ("steps", "eval_every", "save_every", "threads", "progress")):
+                 ignore_keys: tuple[str, ...] = ("steps", "eval_every", "save_every", "threads", "progress",
+                                                 "keep_checkpoints")):
         self.path = Path(path)
         cfg_path = self.path / "config.json"
         refuse_foreign_dir(self.path, overwrite, marker="config.json")
@@ -67,13 +83,18 @@ class RunDir:
     def final(self) -> Path:
         return self.path / "final"
 
-    def metrics_writer(self, start_step: int) -> JsonlWriter:
-        """Open metrics.jsonl for appending, after dropping rows from steps >= start_step (resume)."""
-        truncate_jsonl(self.path / "metrics.jsonl", lambda r: r.get("step", -1) < start_step)
+    @property
+    def keep_checkpoints(self) -> int:
+        """The run's ``keep_checkpoints`` (see the module docstring)."""
+        return int(self.config.get("keep_checkpoints", KEEP_CHECKPOINTS))
+
+    def metrics_writer(self, done_steps: int) -> JsonlWriter:
+        """Open metrics.jsonl for appending, after dropping the rows of steps after ``done_steps`` (resume)."""
+        truncate_jsonl(self.path / "metrics.jsonl", lambda r: r.get("step", -1) <= done_steps)
         return JsonlWriter(self.path / "metrics.jsonl")
 
     # ---- checkpoints ---------------------------------------------------------------------------
-    def save_checkpoint(self, step: int, model, tokenizer, optimizer, keep: int = 2, extra: dict | None = None) -> Path:
+    def save_checkpoint(self, step: int, model, tokenizer, optimizer, extra: dict | None = None) -> Path:
         ckdir = self.path / "checkpoints" / f"step_{step:06d}"
         with atomic_dir(ckdir) as tmp:
             with quiet_hf():
@@ -82,10 +103,16 @@ class RunDir:
                     tokenizer.save_pretrained(tmp)
             torch.save({"step": step, "optimizer": optimizer.state_dict(), "extra": extra or {}},
                        tmp / "trainer_state.pt")
-        cks = sorted((self.path / "checkpoints").glob("step_*"))
-        for old in cks[:-keep] if keep > 0 else []:
-            shutil.rmtree(old, ignore_errors=True)
+        self.prune_checkpoints(max(1, self.keep_checkpoints) if self.keep_checkpoints >= 0 else -1)
         return ckdir
+
+    def prune_checkpoints(self, keep: int) -> None:
+        """Remove all but the last ``keep`` checkpoints (-1: keep all; 0: remove checkpoints/)."""
+        if keep == 0:
+            shutil.rmtree(self.path / "checkpoints", ignore_errors=True)
+        elif keep > 0:
+            for old in sorted((self.path / "checkpoints").glob("step_*"))[:-keep]:
+                shutil.rmtree(old, ignore_errors=True)
 
     def latest_checkpoint(self) -> Path | None:
         cks = sorted(p for p in (self.path / "checkpoints").glob("step_*")
@@ -125,7 +152,8 @@ class RunDir:
         save_model(model, tokenizer, self.final)
         atomic_write_json(self.path / "summary.json", summary)
         (self.path / "DONE").write_text("ok\n")
-        shutil.rmtree(self.path / "checkpoints", ignore_errors=True)
+        self.prune_checkpoints(self.keep_checkpoints)
+        shutil.rmtree(self.path / ROLLOUT_WEIGHTS, ignore_errors=True)
 
     def summary(self) -> dict[str, Any]:
         return read_summary(self.path)
@@ -164,3 +192,37 @@ def read_summary(run_dir: str | Path) -> dict[str, Any]:
     """A run directory's summary.json ({} if the run has not finished)."""
     p = Path(run_dir) / "summary.json"
     return json.loads(p.read_text()) if p.exists() else {}
+
+
+# ---- trackers: the run's metrics through accelerate (report_to) ----
+
+def _tracker_names(report_to: str) -> list[str]:
+    return [n.strip() for n in (report_to or "").split(",") if n.strip() and n.strip() != "none"]
+
+
+def check_report_to(report_to: str) -> None:
+    """Fail at config time (before anything is written) when a requested tracker cannot be made."""
+    for n in _tracker_names(report_to):
+        if n not in ("tensorboard", "wandb"):
+            raise ShiftkitError(f"report_to={n}: use tensorboard, wandb or none")
+        if importlib.util.find_spec("accelerate") is None:
+            raise ShiftkitError(f"report_to={report_to} needs accelerate: pip install accelerate")
+        mods = ("tensorboard", "tensorboardX") if n == "tensorboard" else ("wandb",)
+        if not any(importlib.util.find_spec(m) is not None for m in mods):
+            raise ShiftkitError(f"report_to={n} needs the {n} package: pip install {n}")
+
+
+def make_trackers(report_to: str, run: RunDir, config: dict) -> list:
+    """accelerate's trackers for ``report_to=tensorboard|wandb`` (comma-separated; "" or none = off)."""
+    check_report_to(report_to)
+    out = []
+    for n in _tracker_names(report_to):
+        from accelerate import tracking  # an optional dependency (checked above)
+
+        t = (tracking.TensorBoardTracker(run.path.name, str(run.path / "tensorboard")) if n == "tensorboard"
+             else tracking.WandBTracker(run.path.name))
+        if hasattr(t, "start"):  # accelerate >= 1.x opens the writer / run in start() (Accelerator.init_trackers does)
+            t.start()
+        t.store_init_configuration({k: v for k, v in config.items() if isinstance(v, (int, float, str, bool))})
+        out.append(t)
+    return out

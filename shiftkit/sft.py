@@ -27,6 +27,7 @@ from shiftkit.inputs import sft_inputs
 from shiftkit.models import STRONG_SPEC, WEAK_SPEC, check_vocab, load_policy, make_char_tokenizer, make_tiny_model
 from shiftkit.models import prepare_policy
 from shiftkit.prompts import CHAT_TEMPLATE_RULES, PromptKeys, left_pad, right_pad
+from shiftkit.runs import KEEP_CHECKPOINTS
 from shiftkit.tasks import Mixture
 
 
@@ -49,6 +50,7 @@ class SFTConfig(microbatch.MemoryConfig, DataKeys, CompletionKey, HeldOutKeys, P
     grad_clip: float = 1.0  # gradient-norm clip (0 = off)
     seed: int = 0  # every draw is a function of (seed, step)
     save_every: int = 100  # resumable checkpoint every N steps (0 = only the final model)
+    keep_checkpoints: int = KEEP_CHECKPOINTS  # checkpoints kept, also after the run finishes: the last N (0 = none, -1 = all)
     eval_every: int = 0  # every N steps: greedy accuracy (arith data) or eval/loss (eval_split); 0 = off
     eval_n: int = 100  # arith data: held-out problems per domain for periodic eval
     max_new_tokens: int = 48  # arith data: completion limit of the periodic greedy eval
@@ -68,7 +70,7 @@ class SFTConfig(microbatch.MemoryConfig, DataKeys, CompletionKey, HeldOutKeys, P
             raise ShiftkitError(f"sft: error_rate must be in [0, 1], got {self.error_rate}")
         kit.check_report_to(self.report_to)
         self.validate_memory("sft")
-        check_dependent(self, CHAT_TEMPLATE_RULES, "sft")
+        check_dependent(self, {**CHAT_TEMPLATE_RULES, **kit.CHECKPOINT_RULES}, "sft")
         if self.rollout_rows:
             raise ShiftkitError("sft: rollout_rows does not apply (SFT samples nothing); leave it at 0")
         self.check_data("sft")
@@ -132,7 +134,7 @@ def run_sft(cfg: SFTConfig) -> dict:
             loss_sum = loss_sum + loss.detach().float().cpu()
         gnorm = kit.clip_and_step(model, opt, cfg.grad_clip)
         loss = d.sum(loss_sum)  # the global mean (each rank's share is normalised by the global count)
-        row = {"step": step, "loss": float(loss), "grad_norm": gnorm, "lr": opt.param_groups[0]["lr"],
+        row = {"loss": float(loss), "grad_norm": gnorm, "lr": opt.param_groups[0]["lr"],
                "micro_batches": len(mbs), "step_time": time.time() - t0}
         if not inp.arith:
             row.update({"rows_truncated": cut["truncated"], "rows_dropped": cut["dropped"]})

@@ -193,6 +193,21 @@ def test_grpo_with_served_rollouts_equals_the_in_process_run(served, tmp_path, m
     assert [drop(r) for r in local] == [drop(r) for r in remote] and any(r["frac_groups_with_signal"] for r in local)
     assert max(r["rollout/logprob_gap_max_abs"] for r in remote) < 1e-4
     assert all(torch.equal(a[k], b[k]) for k in a) and any(not torch.equal(a[k], model.state_dict()[k]) for k in a)
+    assert (tmp_path / "remote" / "final").is_dir() and not (tmp_path / "remote" / "rollout_weights").exists()
+
+
+@pytest.mark.parametrize("command", ["rl", "agent"])
+def test_an_unreachable_rollout_url_fails_before_anything_is_written(tmp_path, capsys, command):
+    """No server on the port: one line naming rollout_url, exit 2, no run directory (and no weight copy)."""
+    from shiftkit.cli import main
+
+    url = f"http://127.0.0.1:{_port()}/v1"
+    argv = (["rl", "--model", str(tmp_path / "not_loaded"), "tasks=add:1", f"rollout_url={url}"]
+            if command == "rl" else ["agent", "train", f"rollout_url={url}"])
+    assert main([*argv, f"out={tmp_path / 'run'}"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: rollout_url={url}: ") and "unreachable" in lines[0], lines
+    assert not (tmp_path / "run").exists()
 
 
 def test_errors_are_one_line(served, tmp_path):

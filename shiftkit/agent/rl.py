@@ -45,11 +45,13 @@ from shiftkit.agent import toytask
 from shiftkit.agent.batches import chat_examples, collate, masked_sft_step, micro, policy_logp
 from shiftkit.agent.critic import ValueModel, critic_error, returns_mc
 from shiftkit.agent.trajectory import end_of, messages_of
+from shiftkit.config import check_dependent
 from shiftkit.errors import ShiftkitError
 from shiftkit.io import read_jsonl
 from shiftkit.models import WEAK_SPEC, load_model_and_tokenizer, make_char_tokenizer, make_tiny_model, prepare_policy
 from shiftkit.models import save_model
-from shiftkit.remote import RolloutClient, RolloutSync, logprob_gap
+from shiftkit.remote import RolloutSync, logprob_gap, served_rollouts
+from shiftkit.runs import KEEP_CHECKPOINTS
 from shiftkit.sampling import sample
 
 # ----------------------------------------------------------------------------- toy rollouts
@@ -151,6 +153,7 @@ class AgenticRLConfig(microbatch.MemoryConfig):
     warm_lr: float = 3e-3
     warm_p_correct: float = 0.4
     save_every: int = 0  # resumable checkpoint every N steps (policy, critic, both optimizers)
+    keep_checkpoints: int = KEEP_CHECKPOINTS  # checkpoints kept, also after the run finishes: the last N (0 = none, -1 = all)
     rollout_url: str = ""  # training rollouts from this completions server (shiftkit serve, vLLM, SGLang), synced every step ("" = in process)
     rollout_sync: RolloutSync = "sglang"  # weight-sync route of that server: sglang | vllm (see shiftkit.remote)
     threads: int = 1
@@ -163,6 +166,7 @@ class AgenticRLConfig(microbatch.MemoryConfig):
         if self.group_size < 2 and self.algo == "grpo":
             raise ShiftkitError("agentic rl: grpo needs group_size >= 2")
         self.validate_memory("agentic rl")
+        check_dependent(self, kit.CHECKPOINT_RULES, "agentic rl")
         if self.rollout_rows:
             raise ShiftkitError("agentic rl: rollout_rows does not apply (episodes are sampled turn by turn); leave it at 0")
 
@@ -237,6 +241,7 @@ def value_pretrain(policy, critic, tok, cfg: AgenticRLConfig, copt) -> dict:
 def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
     """The loop, in a run directory (``cfg.out``) that resumes after a kill; returns the summary."""
     cfg.validate()
+    client = served_rollouts(cfg.rollout_url, cfg.rollout_sync)  # an unreachable server fails before anything is written
     d, run = kit.open_run(cfg)
     if run.done:
         return run.summary()
@@ -260,7 +265,6 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
         return {f"eval/{k}": v for k, v in evaluate_toy(policy, tok, evals, cfg.max_turns, cfg.max_new_tokens).items()}
 
     kit.first_eval(st, eval_fn)
-    client = RolloutClient(cfg.rollout_url, sync=cfg.rollout_sync) if cfg.rollout_url else None
     if client is not None:  # the server samples from the run's policy (the warm start, or the resumed checkpoint)
         client.sync_weights(policy, tok, run.path / "rollout_weights", d)
     if st.first_eval:
@@ -311,7 +315,7 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
             if critic is not None:
                 vloss, vmse = value_update(critic, copt, d, train, mbs, old_v_BT, ret_BT, n_gen, cfg)
         n = max(float(n_gen), 1.0)
-        row = {"step": step, **episode_stats(eps, batch), "loss": float(loss_sum), "clip_frac": float(clip_sum / n),
+        row = {**episode_stats(eps, batch), "loss": float(loss_sum), "clip_frac": float(clip_sum / n),
                "micro_batches": len(mbs), "entropy": ent_sum / n, "grad_norm": gnorm, "has_signal": has_signal,
                "step_time": time.time() - t0}
         if critic is not None:

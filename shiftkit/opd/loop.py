@@ -34,7 +34,7 @@ import torch
 
 from shiftkit import advantages, logprobs, losses, microbatch
 from shiftkit import loopkit as kit
-from shiftkit.config import check_dependent, defaults, to_dict
+from shiftkit.config import check_dependent, check_range, defaults, to_dict
 from shiftkit.data import DataKeys, is_arith
 from shiftkit.dist import Dist, set_threads
 from shiftkit.errors import ShiftkitError
@@ -129,6 +129,7 @@ class OPDConfig(microbatch.MemoryConfig, DataKeys, PromptKeys, RewardKeys, OPDKe
     eval_every: int = GRPOConfig.eval_every
     eval_n: int = GRPOConfig.eval_n
     save_every: int = GRPOConfig.save_every
+    keep_checkpoints: int = GRPOConfig.keep_checkpoints  # checkpoints kept, also after the run finishes: the last N (0 = none, -1 = all)
     threads: int = GRPOConfig.threads
     overwrite: bool = GRPOConfig.overwrite
     progress: bool = GRPOConfig.progress
@@ -168,6 +169,8 @@ class OPDConfig(microbatch.MemoryConfig, DataKeys, PromptKeys, RewardKeys, OPDKe
                 bad = sorted(set(st) - STAGE_KEYS)
                 if bad:
                     raise ShiftkitError(f"opd: unknown key '{bad[0]}' in stage {i}; valid: {', '.join(sorted(STAGE_KEYS))}")
+                for k, v in st.items():  # the numbers of a stage obey the same ranges as the top-level keys
+                    check_range(type(self), k, v)
                 if not st.get("teacher") or (self.method == "direct_opd" and not st.get("teacher_ref")):
                     raise ShiftkitError(f"opd: stage {i} needs teacher and teacher_ref")
         else:
@@ -196,6 +199,7 @@ UNREAD = {
 OPD_DEPENDENT = {
     **CHAT_TEMPLATE_RULES,
     **kit.SAMPLES_RULES,
+    **kit.CHECKPOINT_RULES,
     "kl_eps": (lambda c: c.kl_mode == "adaptive", "with kl_mode=adaptive"),
     "kl_min": (lambda c: c.kl_mode == "adaptive", "with kl_mode=adaptive"),
     "kl_max": (lambda c: c.kl_mode == "adaptive", "with kl_mode=adaptive"),
@@ -272,7 +276,8 @@ def run_opd(cfg: OPDConfig) -> dict:
         run = top if len(stages) == 1 else open_run_dir(Path(cfg.out) / f"stage{i}", to_dict(st["cfg"]),
                                                         cfg.overwrite, d)
         s = run.summary() if run.done else _run_stage(st["cfg"], st["teacher"], st["ref"], start_path, run, d, src,
-                                                      stage=i, step_offset=offset, last=len(stages) == 1)
+                                                      stage=i, step_offset=offset, last=len(stages) == 1,
+                                                      summary_extra={"determinism_gap": info["determinism_gap"]})
         summaries.append(s)
         start_path, offset = s["out"], offset + st["cfg"].steps
     summary = {**summaries[-1], "method": cfg.method, "steps": offset, "train_seconds": time.time() - t0,
@@ -282,13 +287,13 @@ def run_opd(cfg: OPDConfig) -> dict:
         if d.is_main:
             model, tok = load_model_and_tokenizer(start_path)
             summary["out"] = str(top.final)
-            top.finish(model, tok, summary)
+            top.finish(model, tok, summary)  # the stages keep their own checkpoints
         d.barrier()
     return summary
 
 
 def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Dist, src, *,
-               stage: int, step_offset: int, last: bool) -> dict:
+               stage: int, step_offset: int, last: bool, summary_extra: dict) -> dict:
     model, tok = load_model_and_tokenizer(start_path, device=d.device)
     model = prepare_policy(model, cfg)  # LoRA adapters, activation checkpointing
     anchor = frozen_copy(model, cfg) if cfg.kl_mode != "none" else None
@@ -315,7 +320,8 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
         n_tok, n_seq = d.sum(mask_BT.sum()), P * G
         mbs = microbatch.micro_batches(roll.prompt_mask_BP, mask_BT, cfg.token_budget, d=d)  # memory: one micro-batch
         # -- the per-token signal (shiftkit.advantages), micro-batch by micro-batch, no [B, T, V] -----
-        sig = opd_signal(cfg, model, teacher, ref, roll, mbs, dtype=dtype, chunk=chunk, keep_old=off_policy)
+        sig = opd_signal(cfg, model, teacher, ref, roll, mbs, dtype=dtype, chunk=chunk, keep_old=off_policy,
+                         sampled_rows=cfg.samples_n if kit.samples_due(st, step, cfg.samples_every) else 0)
         with torch.no_grad():
             anchor_logp_BT, t_anchor = (_timed(logprobs.score_mb, anchor, *args, mbs, dtype=cfg.score_dtype,
                                                temperature=cfg.temperature, chunk=cfg.logit_chunk)
@@ -361,7 +367,7 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
         # -- log, collapse guard, checkpoint ---------------------------------------------------------
         diag = opd_diagnostics(sig.moments, sig.pos_BT, mask_BT)
         eos_rate, resp_len = float(d.sum(roll.eos_B.sum()) / n_seq), float(n_tok / n_seq)
-        row = {"step": step, "stage": stage, "global_step": step_offset + step, "loss": float(loss_sum),
+        row = {"stage": stage, "global_step": step_offset + step + 1, "loss": float(loss_sum),
                "pg_loss": float(pg_loss), **diag, "reward/weighted_mean": wr_mean, "kl/alpha": alpha,
                "kl/k3": float(kl_mean), "response_len": resp_len, "eos_rate": eos_rate,
                "clip_frac": float(clip_frac), "grad_norm": gnorm, "lr": opt.param_groups[0]["lr"],
@@ -372,7 +378,7 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
             row.update({k: v for k, v in res.metrics.items() if k.startswith("rewards/")})
         kit.write_samples(st, step, cfg.samples_every, lambda: kit.samples_rows(
             step, ex_B, roll.texts, {"total": res.total} if res is not None else None, None, cfg.samples_n,
-            delta_summary(sig.delta_mean_BT, mask_BT, cfg.samples_n)))
+            delta_summary(sig, mask_BT, cfg.samples_n)))
         kit.log_step(st, step, row, cfg.steps, cfg.eval_every, eval_fn, dmean=f"{diag['delta/mean']:.3f}",
                      alpha=f"{alpha:.2f}")
         first_len = resp_len if first_len is None else first_len
@@ -381,21 +387,30 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
         _collapse_guard(cfg, st, stage, step, bad_steps, eos_rate, resp_len, first_len)
         kit.checkpoint(st, step, cfg.steps, cfg.save_every, model, tok, opt, extra={"alpha": alpha})
     summary = {"out": str(run.final), "stage": stage, "steps": cfg.steps, "train_seconds": time.time() - st.t_start,
-               "final_alpha": alpha, "final_reward": row.get("reward")}
+               "final_alpha": alpha, "final_reward": row.get("reward"), **summary_extra}
     return kit.close_run(st, model, tok, summary, row)
 
 
-def delta_summary(delta_mean_BT: torch.Tensor, mask_BT: torch.Tensor, n: int) -> dict[str, list]:
-    """Per rollout (the first ``n``): the per-token Delta (mean over candidates, 4 decimals) and its
-    mean / min / max over the completion, for ``samples.jsonl``."""
-    out: dict[str, list] = {"delta": [], "delta/mean": [], "delta/min": [], "delta/max": []}
-    for b in range(min(n, delta_mean_BT.shape[0])):
-        per_tok = delta_mean_BT[b].float()[mask_BT[b].bool()]
+def delta_summary(sig: "Signal", mask_BT: torch.Tensor, n: int) -> dict[str, list]:
+    """Per rollout (the first ``n``), for ``samples.jsonl``: ``delta``, the sampled token's Delta at each
+    completion position (the reward that token gets in ``reward_mode=sampled``; vanilla OPD: its
+    advantage), 4 decimals, with its mean / min / max over the completion; and, when the signal has other
+    candidates (``student_topk``: the student's top-K; ``full_vocab``: the vocabulary),
+    ``delta_candidates``: the candidates' Delta averaged at each position. Both shaped as the signal is
+    (``reward_scale``, ``delta_clip``)."""
+    both = sig.delta_sampled_BT is not sig.delta_mean_BT
+    out: dict[str, list] = {"delta": [], "delta/mean": [], "delta/min": [], "delta/max": [],
+                            **({"delta_candidates": []} if both else {})}
+    for b in range(min(n, mask_BT.shape[0])):
+        m = mask_BT[b].bool()
+        per_tok = sig.delta_sampled_BT[b].float()[m]
         out["delta"].append([round(float(x), 4) for x in per_tok])
         has = per_tok.numel() > 0
         out["delta/mean"].append(float(per_tok.mean()) if has else None)
         out["delta/min"].append(float(per_tok.min()) if has else None)
         out["delta/max"].append(float(per_tok.max()) if has else None)
+        if both:
+            out["delta_candidates"].append([round(float(x), 4) for x in sig.delta_mean_BT[b].float()[m]])
     return out
 
 
@@ -415,14 +430,18 @@ class Signal:
     moments: tuple  # (n, sum, sum of squares, count > 0) of Delta over (position, candidate)
     pos_BT: dict  # position diagnostics (opd.diagnostics.POSITION_STATS)
     times: dict  # seconds per scorer
+    delta_sampled_BT: torch.Tensor | None = None  # the sampled token's Delta in the first sampled_rows rows (samples.jsonl)
 
 
 @torch.no_grad()
-def opd_signal(cfg: OPDConfig, model, teacher, ref, roll, mbs: list, *, dtype, chunk, keep_old: bool) -> Signal:
+def opd_signal(cfg: OPDConfig, model, teacher, ref, roll, mbs: list, *, dtype, chunk, keep_old: bool,
+               sampled_rows: int = 0) -> Signal:
     """One step's signal, micro-batch by micro-batch: the three models' chunked heads
     (:mod:`shiftkit.logprobs`), the logged position statistics (:mod:`shiftkit.opd.diagnostics`) and the
     Direct-OPD (or vanilla-OPD) signal :func:`shiftkit.advantages.direct_opd_signal`, written back into
-    full-batch tensors (the candidates' axis ``K``, never ``V``)."""
+    full-batch tensors (the candidates' axis ``K``, never ``V``). ``sampled_rows`` > 0: also the sampled
+    token's Delta in the first that many rows (:func:`sampled_delta`; the candidates' mean when the
+    sampled token is the only candidate)."""
     direct = cfg.method == "direct_opd"
     comp_BT, mask_BT = roll.completion_ids_BT, roll.completion_mask_BT
     out: dict[str, torch.Tensor] = {}  # full-batch [B, T, ...] tensors, allocated by the first micro-batch
@@ -455,6 +474,9 @@ def opd_signal(cfg: OPDConfig, model, teacher, ref, roll, mbs: list, *, dtype, c
                                            jsd_bt=stats[-1] if direct else None, chunk=chunk)
         put("reward", mb, sig.reward_bt)
         put("delta_mean", mb, sig.delta_mean_bt)
+        if sampled_rows and direct and cfg.reward_mode != "sampled":
+            out.setdefault("delta_sampled", torch.zeros(comp_BT.shape, device=comp_BT.device))
+            sampled_delta(cfg, t, r, a[2], mb, sampled_rows, out["delta_sampled"], chunk)
         moments = [m + x for m, x in zip(moments, sig.moments)]
         if sig.keep_bt is not None:
             put("keep", mb, sig.keep_bt, torch.bool)
@@ -472,7 +494,23 @@ def opd_signal(cfg: OPDConfig, model, teacher, ref, roll, mbs: list, *, dtype, c
                                      None if h.bias_V is None else h.bias_V.detach().clone()))
     return Signal(out.get("ids"), out.get("adv"), out.get("old_lp_k"), out.get("old_lp"),
                   {k[7:]: v for k, v in out.items() if k.startswith("hidden/")}, head_w, out.get("keep"),
-                  out["reward"], out["delta_mean"], tuple(moments), {k: out[k] for k in names}, times)
+                  out["reward"], out["delta_mean"], tuple(moments), {k: out[k] for k in names}, times,
+                  delta_sampled_BT=out.get("delta_sampled", out["delta_mean"] if sampled_rows else None))
+
+
+def sampled_delta(cfg: OPDConfig, t: logprobs.Head, r: logprobs.Head, ids_bt: torch.Tensor, mb: microbatch.MicroBatch,
+                  n: int, dst_BT: torch.Tensor, chunk) -> None:
+    """The shaped Delta of each sampled token (:func:`shiftkit.advantages.direct_opd_sampled`) in this
+    micro-batch's rows among the batch's first ``n``, written into ``dst_BT`` (only those rows are scored)."""
+    sel = mb.rows < n
+    if not bool(sel.any()):
+        return
+    sub = lambda h: logprobs.Head(h.hidden_BTH[sel.to(h.hidden_BTH.device)], h.weight_VH, h.bias_V, h.temperature)  # noqa: E731
+    ids = ids_bt[sel.to(ids_bt.device)]
+    d_bt = advantages.direct_opd_sampled(logprobs.token_logprobs(sub(t), ids, chunk),
+                                         logprobs.token_logprobs(sub(r), ids, chunk),
+                                         scale=cfg.reward_scale, clip=cfg.delta_clip)
+    dst_BT[mb.rows[sel].to(dst_BT.device), : mb.t_stop] = d_bt.to(dst_BT.dtype)
 
 
 def opd_policy_loss(cfg: OPDConfig, s: logprobs.Head, sig: Signal, mb: microbatch.MicroBatch, comp_BT, mask_BT, outcome_B, *,
@@ -517,7 +555,7 @@ def _collapse_guard(cfg: OPDConfig, st: kit.RunState, stage: int, step: int, bad
         if st.log:
             st.log.close()
         raise ShiftkitError(
-            f"collapse guard: stage {stage} step {step}: EOS rate {eos_rate:.2f} (min {cfg.guard_min_eos_rate}) / "
+            f"collapse guard: stage {stage} step {step + 1}: EOS rate {eos_rate:.2f} (min {cfg.guard_min_eos_rate}) / "
             f"mean length {resp_len:.1f} (first step {first_len:.1f}) for {bad_steps} steps; the student stopped "
             f"terminating properly. Lower lr, raise kl_coef, or set guard_patience=0; metrics in {st.run.path}")
 

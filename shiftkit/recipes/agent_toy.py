@@ -54,8 +54,7 @@ def plot_curves(runs: dict, png: Path, smooth: int = 5) -> None:
         ys = np.convolve(y, np.ones(smooth) / smooth, mode="valid") if len(y) >= smooth else y
         axes[0].plot(x[len(x) - len(ys):], ys, color=colors.get(algo), alpha=0.8, label=f"{algo} seed {seed}")
         ev = [r for r in rows if "eval/success" in r]
-        # an eval on a training row is taken after that step's update
-        axes[1].plot([r["step"] + ("loss" in r) for r in ev], [r["eval/success"] for r in ev], "o-",
+        axes[1].plot([r["step"] for r in ev], [r["eval/success"] for r in ev], "o-",
                      color=colors.get(algo), alpha=0.8, label=f"{algo} seed {seed}")
     axes[0].set(title=f"training reward (rolling mean of {smooth})", xlabel="step", ylabel="success rate")
     axes[1].set(title="held-out success (64 problems, sampled)", xlabel="step", ylabel="success rate", ylim=(0, 1))

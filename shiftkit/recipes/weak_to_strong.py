@@ -167,8 +167,7 @@ def _curves(out: Path, cfg: W2SConfig) -> dict:
                     if "eval/greedy_acc" in r:
                         if i > 0 and r["step"] == 0:
                             continue  # a stage's step-0 eval repeats the previous stage's last one
-                        # an eval on a training row is taken after that step's update
-                        x = r.get("global_step", r["step"]) + (1 if "loss" in r else 0)
+                        x = r.get("global_step", r["step"])  # the updates done (shiftkit.runs)
                         pts[x] = r["eval/greedy_acc"]
             per_seed.append(pts)
         steps = sorted(set.intersection(*[set(p) for p in per_seed])) if per_seed and all(per_seed) else []

@@ -42,9 +42,9 @@ class ExtractJob(ExtractConfig):
 
 @dataclasses.dataclass
 class ApplyJob(ApplyConfig):
-    base: str = ""
-    core: str = ""
-    out: str = ""
+    base: str = ""  # base model directory (the one the core was extracted against)
+    core: str = ""  # core directory written by sar extract
+    out: str = ""  # output directory: the edited HF checkpoint
 
     def validate(self) -> None:
         _need("apply", self, "base", "core", "out")
@@ -52,9 +52,9 @@ class ApplyJob(ApplyConfig):
 
 @dataclasses.dataclass
 class MergeJob(MergeConfig):
-    base: str = ""
-    experts: list[str] = dataclasses.field(default_factory=list)
-    out: str = ""
+    base: str = ""  # base model directory the experts were fine-tuned from
+    experts: list[str] = dataclasses.field(default_factory=list)  # expert model directories (same base), comma-separated or --experts A B
+    out: str = ""  # output directory: the merged HF checkpoint
     overwrite: bool = False  # replace an existing, non-empty out directory
 
     def validate(self) -> None:
@@ -64,9 +64,9 @@ class MergeJob(MergeConfig):
 
 @dataclasses.dataclass
 class SweepJob(SweepConfig):
-    base: str = ""
-    tuned: str = ""
-    out: str = ""
+    base: str = ""  # base model directory
+    tuned: str = ""  # RL-tuned model directory (same base)
+    out: str = ""  # output directory: one core per delta rank and sweep.json
 
     def validate(self) -> None:
         super().validate()
@@ -75,8 +75,8 @@ class SweepJob(SweepConfig):
 
 @dataclasses.dataclass
 class ExportPeftJob:
-    core: str = ""
-    out: str = ""
+    core: str = ""  # core directory written by sar extract
+    out: str = ""  # output directory: the PEFT LoRA adapter
     base: str = ""  # base_model_name_or_path to record ("" = the core's base)
 
     def validate(self) -> None:

@@ -42,18 +42,18 @@ class EditConfig:
     """Options shared by extract, sweep and merge."""
 
     base_rank: str = "full"  # full | fraction like 0.5 | integer | energy:0.9
-    mask: Literal["full", "diagonal", "off_diagonal"] = "full"
-    projection: Literal["spectral", "none"] = "spectral"
+    mask: Literal["full", "diagonal", "off_diagonal"] = "full"  # rewiring: full core | its diagonal in the base's singular bases | the rest
+    projection: Literal["spectral", "none"] = "spectral"  # project the update onto the base's singular subspaces (none: plain low-rank)
     targets: list[str] = field(default_factory=lambda: list(DEFAULT_TARGETS))  # substrings of 2-D weight names
-    exclude: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)  # substrings of weight names left out of the targets (kept as other_tensors)
     other_tensors: Literal["base", "tuned"] = "base"  # embeddings, lm_head, norms, biases
     meta_from: Literal["base", "tuned"] = "base"  # where config/tokenizer/generation config are copied from
-    solver: Literal["auto", "exact", "randomized"] = "auto"
-    niter: int = 16
-    oversample: int = 10
-    seed: int = 0
+    solver: Literal["auto", "exact", "randomized"] = "auto"  # SVD: exact | randomized | auto (exact when min(m, n) <= 256)
+    niter: int = 16  # randomized SVD: power iterations (more: closer to exact)
+    oversample: int = 10  # randomized SVD: extra columns of the sketch (2k + oversample)
+    seed: int = 0  # the randomized SVD's sketch, and DARE's drop masks
     device: str = "auto"  # auto | cpu | cuda
-    max_shard_mb: float = 2048.0
+    max_shard_mb: float = 2048.0  # output safetensors shard size (MB)
     max_rel_delta: float = 0.5  # ||W_tuned - W_base|| / ||W_base|| above this: "not fine-tuned from this base"
     threads: int = 0  # torch CPU threads (0: leave as is)
 
@@ -75,10 +75,10 @@ class EditConfig:
 class ExtractConfig(EditConfig):
     delta_rank: str = "0.01"  # fraction of min(m, n) (official default) | integer | energy:0.9
     scale: float = 1.0  # multiplies the edit when applied
-    core_dtype: Literal["fp16", "bf16", "fp32"] = "fp16"
+    core_dtype: Literal["fp16", "bf16", "fp32"] = "fp16"  # dtype of the stored core factors
     edited_out: str = ""  # also write the edited checkpoint here
     peft_out: str = ""  # also write a PEFT LoRA adapter here
-    diagnostics: bool = True
+    diagnostics: bool = True  # write per-matrix energy diagnostics beside the core
 
     def validate(self) -> None:
         super().validate()
@@ -90,8 +90,8 @@ class ExtractConfig(EditConfig):
 
 @dataclasses.dataclass
 class SweepConfig(EditConfig):
-    delta_ranks: list[str] = field(default_factory=lambda: ["0.005", "0.01", "0.05"])
-    core_dtype: Literal["fp16", "bf16", "fp32"] = "fp16"
+    delta_ranks: list[str] = field(default_factory=lambda: ["0.005", "0.01", "0.05"])  # one core per rank, each as delta_rank
+    core_dtype: Literal["fp16", "bf16", "fp32"] = "fp16"  # dtype of the stored core factors
     write_models: bool = False  # also write one edited checkpoint per rank
 
     def validate(self) -> None:
@@ -107,9 +107,9 @@ class SweepConfig(EditConfig):
 
 @dataclasses.dataclass
 class ApplyConfig:
-    max_shard_mb: float = 2048.0
+    max_shard_mb: float = 2048.0  # output safetensors shard size (MB)
     scale: float | None = None  # override the core's scale
-    threads: int = 0
+    threads: int = 0  # torch CPU threads (0: leave as is)
 
 
 @dataclasses.dataclass
@@ -119,7 +119,7 @@ class MergeConfig(EditConfig):
     delta_rank: str = "0.01"  # sar only
     target: int = -1  # sar only: index of the expert kept whole ("expert B + P(dA)" mode)
     density: float = 1.0  # ties / dare
-    merge_lambda: float = 1.0
+    merge_lambda: float = 1.0  # multiplies the merged update (mergekit's lambda; all methods)
     normalize: bool | None = None  # None: the method's default (ties: true, others: false)
     rescale: Literal["l1", "density", "none"] = "l1"  # dare
 

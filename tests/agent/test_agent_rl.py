@@ -62,7 +62,7 @@ def test_killed_run_resumes_to_the_same_weights_and_metrics(tmp_path, varied_rew
     a, b = _weights(tmp_path / "ref"), _weights(run)
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert _rows(tmp_path / "ref") == _rows(run)  # the step-2 row was dropped and redone, value loss included
-    assert [r["step"] for r in _rows(run)] == [0, 0, 1, 2, 3]
+    assert [r["step"] for r in _rows(run)] == [0, 1, 2, 3, 4]  # the eval before any update, then 1-based
     for k in ("reward_first", "reward_last", "initial_eval", "final_eval", "value_pretrain"):
         assert ref[k] == again[k], k
     assert run_agentic_rl(_cfg(run, warm, save_every=2))["final_eval"] == ref["final_eval"]  # DONE: returns the summary

@@ -88,10 +88,10 @@ def test_rl_on_user_data_with_math_reward(pico_dir, wp, tmp_path, capsys):
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["data"] == str(wp / "train.jsonl") and cfg["reward"] == ["math"] and cfg["tasks"] == []
     m = _rows(out / "metrics.jsonl")
-    assert [r["step"] for r in m] == [0, 1] and "rewards/math/mean" in m[0]
+    assert [r["step"] for r in m] == [1, 2] and "rewards/math/mean" in m[0]
     assert not any(k.startswith("eval/") for r in m for k in r)  # no toy-arith eval on user data
     s = _rows(out / "samples.jsonl")
-    assert [r["step"] for r in s] == [0, 0, 0, 1, 1, 1]
+    assert [r["step"] for r in s] == [1, 1, 1, 2, 2, 2]
     questions = {f"{a}+{a}=" for a in range(1, 7)}
     assert all(r["prompt"] in questions and isinstance(r["completion"], str) and "advantage" in r and "reward" in r
                for r in s)
@@ -310,7 +310,7 @@ def test_finished_run_with_more_steps_and_resume_messages(pico_dir, wp, tmp_path
     assert (out / "checkpoints" / "step_000002").is_dir()
     flag.unlink()
     assert main([*argv, "steps=3"]) == 0
-    assert "resuming" in (err := capsys.readouterr().err) and "from step 2" in err
+    assert "resuming" in (err := capsys.readouterr().err) and "after step 2" in err
     assert main([*argv, "steps=3"]) == 0
     assert "already finished" in capsys.readouterr().err
     _one_line(capsys, [*argv, "steps=5"], "already finished (3 steps)")

@@ -71,7 +71,7 @@ def test_the_user_path_on_smollm2(smollm2, tmp_path):
     rows = [json.loads(x) for x in (tmp_path / "rl" / "samples.jsonl").read_text().splitlines()]
     assert len(rows) == 8 and all("reward" in x and "advantage" in x for x in rows)  # 2 steps x 2 x 2 rollouts
     m = [json.loads(x) for x in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines()]
-    assert [x["step"] for x in m] == [0, 1] and all(x["response_len"] > 0 for x in m)
+    assert [x["step"] for x in m] == [1, 2] and all(x["response_len"] > 0 for x in m)
     rc = main(["eval", "--model", str(tmp_path / "rl" / "final"), "data=" + str(train), "prompt_key=question",
                "answer_key=answer", "reward=math", "samples=2", "temperature=0.7", "top_p=0.95",
                "max_new_tokens=16", "threads=2", f"out={tmp_path / 'ev'}"])

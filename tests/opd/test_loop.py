@@ -42,7 +42,7 @@ def _changed(a, b) -> float:
 def test_each_reward_mode_trains_and_logs_every_diagnostic(trio, tmp_path, mode):
     s = run_opd(_cfg(trio, tmp_path / "r", reward_mode=mode))
     rows = _rows(tmp_path / "r")
-    assert [r["step"] for r in rows] == [0, 1, 2]
+    assert [r["step"] for r in rows] == [1, 2, 3]
     for k in PHASES + DIAG:
         assert k in rows[0], k
     assert rows[0]["kl/k3"] == pytest.approx(0.0, abs=1e-6)  # anchor = the policy that sampled step 0
@@ -233,7 +233,7 @@ def test_two_stages_reanchor_and_checkpoint_each_stage(trio, tmp_path):
     assert (tmp_path / "c" / "DONE").exists() and s["steps"] == 4
     r1 = _rows(tmp_path / "c" / "stage1")
     # KL re-anchored at the stage's start: 0 at its first step although stage 0 moved the weights
-    assert r1[0]["kl/k3"] == pytest.approx(0.0, abs=1e-6) and r1[0]["global_step"] == 2
+    assert r1[0]["kl/k3"] == pytest.approx(0.0, abs=1e-6) and r1[0]["global_step"] == 3
     assert all(r["kl/alpha"] == 1.5 for r in r1)
     assert _changed(trio["student"], tmp_path / "c" / "stage0" / "final") > 0
     assert _changed(tmp_path / "c" / "stage0" / "final", tmp_path / "c" / "final") > 0

@@ -49,7 +49,7 @@ def test_opd_kill_and_resume_gives_same_weights(trio, tmp_path):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     rows = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     ref_rows = [json.loads(l) for l in (tmp_path / "ref" / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == list(range(STEPS))
+    assert [r["step"] for r in rows] == list(range(1, STEPS + 1))
     # the adaptive KL coefficient is part of the resumed state: the same trajectory as uninterrupted
     assert [r["kl/alpha"] for r in rows] == [r["kl/alpha"] for r in ref_rows]
     assert len({r["kl/alpha"] for r in rows}) > 2

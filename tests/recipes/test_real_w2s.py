@@ -60,7 +60,7 @@ def test_recipe_end_to_end_on_tiny_models_and_rerun_is_cached(tiny_student, tmp_
     # every arm: the same steps, prompts and samples per step
     for a in ARMS:
         rows = [json.loads(x) for x in (out / a / "seed0" / "metrics.jsonl").read_text().splitlines()]
-        assert [r["step"] for r in rows if "loss" in r] == [0, 1], a
+        assert [r["step"] for r in rows if "loss" in r] == [1, 2], a
     assert res["command"].startswith(f"shiftkit experiment real-w2s out={out} ") and "'seeds=[0]'" in res["command"]
     assert res["matched"]["train"]["steps"] == 2 and res["matched"]["eval"]["k"] == 2
     assert {"heal_sft", "weak_rl/seed0", "direct_opd/seed0", "eval/grpo/seed0"} <= set(res["stage_seconds"])
