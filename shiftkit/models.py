@@ -274,12 +274,14 @@ def load_model_and_tokenizer(name: str | os.PathLike, dtype: str | torch.dtype =
     return model, tok
 
 
-def save_model(model, tokenizer, path: str | os.PathLike, extra_files: dict[str, str] | None = None) -> Path:
-    """Save model + tokenizer as a ``save_pretrained`` directory (safetensors), atomically."""
+def save_model(model, tokenizer, path: str | os.PathLike, extra_files: dict[str, str] | None = None,
+               state_dict: dict | None = None) -> Path:
+    """Save model + tokenizer as a ``save_pretrained`` directory (safetensors), atomically. ``state_dict``:
+    the weights to write instead of the model's own (the full weights of an FSDP-sharded model)."""
     path = Path(path)
     with atomic_dir(path) as tmp:
         with quiet_hf(), contextlib.redirect_stderr(io.StringIO()):
-            model.save_pretrained(tmp, safe_serialization=True)
+            model.save_pretrained(tmp, safe_serialization=True, **({"state_dict": state_dict} if state_dict else {}))
             if tokenizer is not None:
                 tokenizer.save_pretrained(tmp)
         for name, text in (extra_files or {}).items():
