@@ -162,7 +162,13 @@ def test_agent_fsdp_equals_one_process(tmp_path, free_port):
     _ok(_launch("fsdp_cpu_gloo.yaml", [script, str(two), str(warm), "ppo"], free_port, module=False))
     w0, w1, w2 = _weights(warm), _weights(one / "final"), _weights(two / "final")
     assert _diff(w0, w1) > 1e-3
-    assert _diff(w1, w2) < TOL, _diff(w1, w2)
+    # relative to the update, as the DDP test (tests/core/test_training.py): 2 PPO epochs x 2 steps with a
+    # clipped gradient let Adam turn last-bit differences of near-zero gradients into lr-sized steps of a few
+    # weights (measured: max 1.5e-4 elementwise, relative 3.1e-5, and the same for a 2-rank DDP run); a
+    # broken reduction (a rank's share dropped, a filler counted, local whitening) is of the update's own size
+    num = sum(float(((w1[k] - w2[k]) ** 2).sum()) for k in w1) ** 0.5
+    den = sum(float(((w1[k] - w0[k]) ** 2).sum()) for k in w1) ** 0.5
+    assert num / den < 1e-3, num / den
     s = _summary(two)
     assert s["dist/strategy"] == "fsdp" and s["reward_first"] == _summary(one)["reward_first"]
 
