@@ -73,7 +73,9 @@ def _weights(d) -> dict:
 
 def _diff(a: dict, b: dict) -> float:
     assert a.keys() == b.keys()
-    return max(float((a[k] - b[k]).abs().max()) for k in a)
+    d = max(float((a[k] - b[k]).abs().max()) for k in a)
+    print(f"max |w_a - w_b| = {d:.3g}")  # the measured numbers docs/scale.md quotes (pytest -s)
+    return d
 
 
 def _summary(run) -> dict:
@@ -118,8 +120,8 @@ def test_rl_fsdp_equals_one_process_and_resumes(models, tmp_path, free_port):
 def test_opd_fsdp_equals_one_process(models, tmp_path, free_port, method, placement):
     """Direct-OPD with the teacher pair and the KL anchor sharded (frozen_placement=auto), vanilla OPD
     with the teacher and anchor replicated: 2 FSDP ranks give the 1-process weights."""
-    args = ["opd", "--student", models["student"], "--teacher", models["teacher"], "tasks=add:1",
-            *(["--teacher-ref", models["ref"]] if method == "direct_opd" else []), f"method={method}",
+    args = ["opd", "--student", models["student"], "--teacher", models["teacher"],
+            *(["--teacher-ref", models["ref"]] if method == "direct_opd" else []), "tasks=add:1", f"method={method}",
             "steps=2", "prompts_per_step=4", "samples_per_prompt=2", "max_new_tokens=8", "lr=1e-2", "eval_every=0",
             "threads=1", "progress=false", "token_budget=30", "samples_every=0", "guard_patience=0",
             f"frozen_placement={placement}"]
@@ -168,6 +170,7 @@ def test_agent_fsdp_equals_one_process(tmp_path, free_port):
     # broken reduction (a rank's share dropped, a filler counted, local whitening) is of the update's own size
     num = sum(float(((w1[k] - w2[k]) ** 2).sum()) for k in w1) ** 0.5
     den = sum(float(((w1[k] - w0[k]) ** 2).sum()) for k in w1) ** 0.5
+    print(f"agent: |w2 - w1| / |w1 - w0| = {num / den:.3g}")
     assert num / den < 1e-3, num / den
     s = _summary(two)
     assert s["dist/strategy"] == "fsdp" and s["reward_first"] == _summary(one)["reward_first"]
