@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check for the training loops (issue #13) and the kernel environment (issues #5, #10): build and evaluate the CUDA fixtures and hacks,
+# GPU check for the training loops (issues #13, #19: FSDP2 on the visible GPUs, bf16) and the kernel environment (issues #5, #10): build and evaluate the CUDA fixtures and hacks,
 # including the GPU-side families of issue #10 (side streams, CUDA-graph replay, event misuse, persisting-L2
 # windows, the roofline floor with the device's measured bandwidth). One prepared run, under 8 minutes.
 # Needs an NVIDIA GPU, a CUDA build of torch and nvcc (CUDA_HOME). Usage:
@@ -28,6 +28,49 @@ rm -f "$OUT/loops.jsonl"
 GPU_CHECK_OUT="$OUT" $PY -m pytest -q -m gpu tests/scale/test_loops_on_device.py 2>&1 | tee "$OUT/pytest_loops.txt"
 $PY -c "import json,sys; [print(json.dumps(json.loads(l))) for l in open(sys.argv[1])]" "$OUT/loops.jsonl" \
   | tee "$OUT/loops_summary.txt" || true
+
+# 0b) many processes and bf16 (issue #19): GRPO with a KL reference on a random Qwen3 (hidden 256, 4 layers),
+#     one process under configs/accelerate/single_gpu.yaml (mixed_precision bf16 -> autocast=bfloat16) and, with
+#     two or more GPUs, 2 FSDP2 ranks under configs/accelerate/fsdp.yaml (policy and reference sharded, NCCL);
+#     prints dist/strategy, autocast and the 2-rank vs 1-process weight difference relative to the update
+#     (bf16 autocast: not bit-equal across world sizes; a broken reduction is of the update's own size)
+NGPU=$($PY -c "import torch; print(torch.cuda.device_count())")
+$PY - "$OUT/scale" <<'PYEOF'
+import sys
+from pathlib import Path
+from shiftkit.models import TinyModelSpec, make_char_tokenizer, make_tiny_model, save_model
+d = Path(sys.argv[1]); d.mkdir(parents=True, exist_ok=True)
+tok = make_char_tokenizer()
+save_model(make_tiny_model(TinyModelSpec(hidden_size=256, num_hidden_layers=4, intermediate_size=768, head_dim=64),
+                           vocab_size=len(tok), seed=0), tok, d / "student")
+(d / "reward.py").write_text("def parity(completions, **kw):\n    return [float(len(c) % 2) for c in completions]\n")
+PYEOF
+RL=(rl --model "$OUT/scale/student" tasks=add:1 "reward=$OUT/scale/reward.py:parity" steps=3 prompts_per_step=8
+    group_size=4 max_new_tokens=16 lr=1e-3 kl_coef=0.1 token_budget=256 eval_every=0 save_every=2 samples_every=0
+    threads=1 progress=false overwrite=true)
+timeout 180 $PY -m accelerate.commands.launch --config_file configs/accelerate/single_gpu.yaml -m shiftkit "${RL[@]}" \
+  "out=$OUT/scale/one" 2>&1 | tail -3 | tee "$OUT/scale_bf16.txt"
+if [ "$NGPU" -ge 2 ]; then
+  timeout 240 $PY -m accelerate.commands.launch --config_file configs/accelerate/fsdp.yaml --num_processes 2 \
+    -m shiftkit "${RL[@]}" "out=$OUT/scale/two" 2>&1 | tail -3 | tee "$OUT/scale_fsdp.txt"
+else
+  echo "one GPU visible: the 2-rank FSDP run is skipped" | tee "$OUT/scale_fsdp.txt"
+fi
+$PY - "$OUT/scale" <<'PYEOF' 2>&1 | tee -a "$OUT/scale_fsdp.txt"
+import json, sys
+from pathlib import Path
+from safetensors.torch import load_file
+d = Path(sys.argv[1])
+for r in ("one", "two"):
+    if (d / r / "summary.json").exists():
+        s, c = json.loads((d / r / "summary.json").read_text()), json.loads((d / r / "config.json").read_text())
+        print(r, {k: v for k, v in s.items() if k.startswith("dist/")}, "autocast", c["autocast"])
+if (d / "two" / "final").exists():
+    w0, w1, w2 = (load_file(str(p / "model.safetensors")) for p in (d / "student", d / "one" / "final", d / "two" / "final"))
+    num = sum(float(((w1[k] - w2[k]) ** 2).sum()) for k in w1) ** 0.5
+    den = sum(float(((w1[k] - w0[k]) ** 2).sum()) for k in w1) ** 0.5
+    print("fsdp 2 ranks vs 1 process: |w2 - w1| / |w1 - w0| =", num / den)
+PYEOF
 
 # 1) GPU tests: CUDA fixture correct + profiled (paired); noop / fallback / side-stream / graph-replay / L2 hacks
 #    caught; the physical floor from the device bandwidth

@@ -93,12 +93,14 @@ def gae(rewards_BT: torch.Tensor, values_BT: torch.Tensor, mask_BT: torch.Tensor
     return adv_BT, ret_BT
 
 
-def whiten(adv_BT: torch.Tensor, mask_BT: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """Normalise advantages to zero mean, unit variance over masked tokens (0 elsewhere)."""
+def whiten(adv_BT: torch.Tensor, mask_BT: torch.Tensor, eps: float = 1e-8, d=None) -> torch.Tensor:
+    """Normalise advantages to zero mean, unit variance over masked tokens (0 elsewhere). ``d`` (a
+    :class:`shiftkit.dist.Dist`): the mean and variance over every rank's tokens, as one process would."""
     m = mask_BT.bool()
-    n = m.float().sum().clamp(min=1.0)
-    mu = torch.where(m, adv_BT, torch.zeros_like(adv_BT)).sum() / n
-    var = torch.where(m, (adv_BT - mu).pow(2), torch.zeros_like(adv_BT)).sum() / n
+    tot = (lambda x: x) if d is None or d.world == 1 else (lambda x: d.sum(x).to(adv_BT.device, torch.float32))
+    n = tot(m.float().sum()).clamp(min=1.0)
+    mu = tot(torch.where(m, adv_BT, torch.zeros_like(adv_BT)).sum()) / n
+    var = tot(torch.where(m, (adv_BT - mu).pow(2), torch.zeros_like(adv_BT)).sum()) / n
     return torch.where(m, (adv_BT - mu) / (var.sqrt() + eps), torch.zeros_like(adv_BT))
 
 

@@ -2,7 +2,8 @@
 
 A loop (``sft.py``, ``rl.py``, ``opd/loop.py``, ``agent/rl.py``) keeps its step body inline and calls these::
 
-    d, run = open_run(cfg, d)                   # threads, the run directory (a finished run: return its summary)
+    d, run = open_run(cfg, d)                   # threads, launcher settings, the run directory (finished: its summary)
+    train = d.wrap(model)                       # DDP wrapper, or FSDP2 sharding ``model`` in place (shiftkit.dist)
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
     st = resume(run, model, opt, d, cfg.steps, desc, cfg.progress, cfg.report_to)  # checkpoint, logs, bar
     first_eval(st, eval_fn)                    # step-0 evaluation of a fresh run
@@ -35,7 +36,7 @@ from typing import Any
 import torch
 
 from shiftkit.config import to_dict
-from shiftkit.dist import Dist, set_threads
+from shiftkit.dist import Dist, full_state_dict, set_threads
 from shiftkit.errors import ShiftkitError
 from shiftkit.io import JsonlWriter, LineProgress, progress_bar, truncate_jsonl
 from shiftkit.runs import RunDir, check_report_to, make_trackers, open_run_dir  # noqa: F401 (kit.check_report_to)
@@ -80,12 +81,11 @@ def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
 
 def grad_norm_clip(model: torch.nn.Module, max_norm: float) -> float:
     """Clip the gradient norm to ``max_norm`` (0 = no clipping); returns the norm before clipping."""
-    params = [p for p in model.parameters() if p.grad is not None]
-    if not params:
+    if not (params := [p for p in model.parameters() if p.grad is not None]):
         return 0.0
-    if max_norm > 0:
-        return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
-    return float(torch.norm(torch.stack([p.grad.detach().norm() for p in params])))
+    n = torch.nn.utils.clip_grad_norm_(params, max_norm) if max_norm > 0 else \
+        torch.norm(torch.stack([p.grad.detach().norm() for p in params]))
+    return float(n.full_tensor() if hasattr(n, "full_tensor") else n)  # FSDP: a DTensor, reduced over ranks
 
 
 def clip_and_step(model: torch.nn.Module, opt: torch.optim.Optimizer, grad_clip: float, skip: bool = False) -> float:
@@ -120,22 +120,21 @@ def rollout(model, tok, prompts_P: list, group_size: int, seed: int, step: int, 
 
     A prompt is a string or its token ids (what :meth:`shiftkit.prompts.PromptRenderer.ids` gives).
     Returns ``(mine, roll)``: the prompt indices this rank took and the :class:`~shiftkit.sampling.Rollouts`
-    (row ``k * G + j`` is sample ``j`` of prompt ``mine[k]``). ``rows`` > 0 samples at most that many
-    rows at once (the KV cache of ``rows`` sequences); every row has its own seed, so the tokens do
-    not depend on it.
-    """
+    (row ``k * G + j`` is sample ``j`` of prompt ``mine[k]``). ``rows`` > 0 samples at most that many rows
+    at once (the KV cache of ``rows`` sequences); every row has its own seed, so the tokens do not depend on it."""
     mine = d.shard(list(range(len(prompts_P))))
     prompts = [prompts_P[i] for i in mine for _ in range(group_size)]
     seeds = [row_seed(seed, step, i, j) for i in mine for j in range(group_size)]
     step_rows = rows or max(1, len(prompts))
     parts = []
-    for s in range(0, max(1, len(prompts)), step_rows):
-        kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, row_seeds=seeds[s: s + step_rows])
-        ps = prompts[s: s + step_rows]
-        if ps and not isinstance(ps[0], str):
-            parts.append(sample(model, tok, prompt_ids=[list(p) for p in ps], **kw))
-        else:
-            parts.append(sample(model, tok, ps, **kw))
+    with d.gathered(model):  # FSDP: the whole policy on every rank, whose row counts and lengths differ
+        for s in range(0, max(1, len(prompts)), step_rows):
+            kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, row_seeds=seeds[s: s + step_rows])
+            ps = prompts[s: s + step_rows]
+            if ps and not isinstance(ps[0], str):
+                parts.append(sample(model, tok, prompt_ids=[list(p) for p in ps], **kw))
+            else:
+                parts.append(sample(model, tok, ps, **kw))
     return mine, parts[0] if len(parts) == 1 else concat_rollouts(parts, tok.pad_token_id)
 
 
@@ -155,6 +154,7 @@ class RunState:
     first_eval: dict | None = None
     samples: Any = None  # samples.jsonl writer (main rank) or None
     trackers: list = dataclasses.field(default_factory=list)  # accelerate trackers (report_to)
+    model: Any = None  # the policy (gathered on every rank for evaluation under FSDP)
 
 
 def open_run(cfg, d: Dist | None = None) -> tuple[Dist, RunDir]:
@@ -163,7 +163,7 @@ def open_run(cfg, d: Dist | None = None) -> tuple[Dist, RunDir]:
     Call it only after the inputs loaded and validated: it writes ``config.json``. A finished run
     with the same config says so on stderr (and the caller returns its summary)."""
     set_threads(cfg.threads)
-    d = d or Dist()
+    d = d or Dist(cfg)  # the launcher's settings (strategy, mixed precision) apply to cfg before config.json
     run = open_run_dir(cfg.out, to_dict(cfg), cfg.overwrite, d)
     if run.done and d.is_main:
         print(f"run {run.path} is already finished ({cfg.steps} steps); returning its summary "
@@ -173,7 +173,7 @@ def open_run(cfg, d: Dist | None = None) -> tuple[Dist, RunDir]:
 
 def resume(run: RunDir, model, opt, d: Dist, steps: int, desc: str, progress: bool, report_to: str = "") -> RunState:
     """Load the latest checkpoint (if any) into ``model``/``opt``; open metrics.jsonl, samples.jsonl,
-    the trackers and the progress bar. A resume says from which step it continues."""
+    the trackers and the progress bar. A resume says from which step it continues (call it after ``d.wrap``)."""
     start, extra = 0, {}
     if (ck := run.latest_checkpoint()) is not None:
         start, extra = run.load_trainer_state(ck, model, opt)
@@ -186,7 +186,7 @@ def resume(run: RunDir, model, opt, d: Dist, steps: int, desc: str, progress: bo
         samples = JsonlWriter(run.path / "samples.jsonl")
     trackers = make_trackers(report_to, run, run.config) if d.is_main else []
     bar = progress_bar(steps, start, desc) if progress and d.is_main else None
-    return RunState(run, d, start, extra, log, bar, time.time(), samples=samples, trackers=trackers)
+    return RunState(run, d, start, extra, log, bar, time.time(), samples=samples, trackers=trackers, model=model)
 
 
 SAMPLES_RULES = {"samples_n": (lambda c: c.samples_every > 0, "with samples_every > 0")}  # config.check_dependent
@@ -225,8 +225,8 @@ def samples_rows(step: int, examples: list, texts: list[str], rewards: dict[str,
 
 def first_eval(st: RunState, eval_fn: Callable[[], dict] | None, **keys) -> None:
     """Evaluate before the first step of a fresh run (main rank) and log it as step 0 (plus ``keys``)."""
-    if eval_fn is not None and st.start == 0 and st.d.is_main:
-        st.first_eval = {"step": 0, **keys, **eval_fn()}
+    if eval_fn is not None and st.start == 0 and (ev := st.d.main_only(eval_fn, st.model)) is not None:
+        st.first_eval = {"step": 0, **keys, **ev}
         st.log.write(st.first_eval)
 
 
@@ -236,8 +236,8 @@ def log_step(st: RunState, step: int, row: dict, steps: int, eval_every: int, ev
     (and final) evaluation added to it; advance the bar."""
     if "step" in row:
         raise ValueError("log_step numbers the row itself (step + 1): leave 'step' out of it")
-    if eval_fn is not None and st.d.is_main and ((step + 1) % eval_every == 0 or step + 1 == steps):
-        row.update(eval_fn())
+    if eval_fn is not None and ((step + 1) % eval_every == 0 or step + 1 == steps):
+        row.update(st.d.main_only(eval_fn, st.model) or {})  # every rank takes part (FSDP gathers the policy)
     if st.log:
         st.log.write({"step": step + 1, **row})
     for t in st.trackers:
@@ -249,11 +249,10 @@ def log_step(st: RunState, step: int, row: dict, steps: int, eval_every: int, ev
         st.bar.update(1)
 
 
-def checkpoint(st: RunState, step: int, steps: int, save_every: int, model, tok, opt, extra: dict | None = None) -> None:
-    """Every ``save_every`` steps (not after the last one), save a resumable checkpoint (main rank)."""
+def checkpoint(st: RunState, step: int, steps: int, save_every: int, model, tok, opt, extra=None) -> None:
+    """Every ``save_every`` steps (not the last), a resumable checkpoint (``extra``: a dict, or a function of none)."""
     if save_every and (step + 1) % save_every == 0 and step + 1 < steps:
-        if st.d.is_main:
-            st.run.save_checkpoint(step + 1, model, tok, opt, extra=extra)
+        st.run.save_checkpoint(step + 1, model, tok, opt, extra=extra() if callable(extra) else extra, d=st.d)
         st.d.barrier()
 
 
@@ -265,6 +264,8 @@ def close_run(st: RunState, model, tok, summary: dict, row: dict) -> dict:
         summary["initial_greedy_acc"] = st.first_eval["eval/greedy_acc"]
     if "eval/greedy_acc" in row:
         summary["final_greedy_acc"] = row["eval/greedy_acc"]
+    summary.update(st.d.summary())  # dist/strategy: what actually ran
+    state = full_state_dict(model) if st.d.strategy == "fsdp" else None  # every rank takes part
     if st.d.is_main:
         if st.log:
             st.log.close()
@@ -272,6 +273,6 @@ def close_run(st: RunState, model, tok, summary: dict, row: dict) -> dict:
             st.samples.close()
         for t in st.trackers:
             t.finish()
-        st.run.finish(model, tok, summary)
+        st.run.finish(model, tok, summary, state)
     st.d.barrier()
     return summary

@@ -115,11 +115,13 @@ def micro_batches(prompt_mask_BP: torch.Tensor, completion_mask_BT: torch.Tensor
 
 def per_micro_batch(mbs: list[MicroBatch], like_BT: torch.Tensor, fn: Callable[[MicroBatch], torch.Tensor]) -> torch.Tensor:
     """``fn(mb)`` (``[b, t]``) of every micro-batch written back into one fp32 ``[B, T]`` tensor shaped
-    like ``like_BT`` (0 in trimmed padding; fillers with ``scale=0`` are skipped)."""
+    like ``like_BT`` (0 in trimmed padding). Fillers (``scale=0``) run but are not written: an FSDP-sharded
+    model must run the same number of forwards on every rank."""
     out_BT = torch.zeros(like_BT.shape, dtype=torch.float32, device=like_BT.device)
     for mb in mbs:
+        out = fn(mb)
         if mb.scale:
-            mb.put(out_BT, fn(mb))
+            mb.put(out_BT, out)
     return out_BT
 
 

@@ -310,14 +310,16 @@ def load_model_and_tokenizer(name: str | os.PathLike, dtype: str | torch.dtype =
     return model, tok
 
 
-def save_model(model, tokenizer, path: str | os.PathLike, extra_files: dict[str, str] | None = None) -> Path:
+def save_model(model, tokenizer, path: str | os.PathLike, extra_files: dict[str, str] | None = None,
+               state_dict: dict | None = None) -> Path:
     """Save model + tokenizer as a ``save_pretrained`` directory (safetensors), atomically, with the
     tokenizer's :func:`vocab_fingerprint` in config.json (``shiftkit_vocab``, checked by
-    :func:`check_tokenizer_matches`; other tools ignore the key) and the files' modes following the umask."""
+    :func:`check_tokenizer_matches`; other tools ignore the key) and the files' modes following the umask.
+    ``state_dict``: the weights to write instead of the model's own (the full weights of an FSDP-sharded model)."""
     path = Path(path)
     with atomic_dir(path) as tmp:
         with quiet_hf(), contextlib.redirect_stderr(io.StringIO()):
-            model.save_pretrained(tmp, safe_serialization=True)
+            model.save_pretrained(tmp, safe_serialization=True, **({"state_dict": state_dict} if state_dict else {}))
             if tokenizer is not None:
                 tokenizer.save_pretrained(tmp)
         if tokenizer is not None and (tmp / "config.json").is_file():  # the vocabulary the weights were saved with

@@ -22,7 +22,7 @@ from shiftkit import advantages, logprobs, losses, microbatch
 from shiftkit import loopkit as kit
 from shiftkit.config import check_dependent
 from shiftkit.data import DataKeys, HeldOutKeys
-from shiftkit.dist import Dist, set_threads
+from shiftkit.dist import Dist, DistKeys, set_threads
 from shiftkit.errors import ShiftkitError
 from shiftkit.evaluate import held_out_eval
 from shiftkit.inputs import prompt_inputs
@@ -36,7 +36,7 @@ from shiftkit.sampling import Rollouts
 
 
 @dataclasses.dataclass
-class GRPOConfig(MemoryConfig, DataKeys, HeldOutKeys, PromptKeys, RewardKeys):
+class GRPOConfig(MemoryConfig, DataKeys, HeldOutKeys, PromptKeys, RewardKeys, DistKeys):
     """``shiftkit rl``: the GRPO keys below, plus the shared groups: memory (:class:`MemoryConfig`), data
     (:class:`DataKeys`, :class:`HeldOutKeys`), prompts (:class:`PromptKeys`) and rewards (:class:`RewardKeys`)."""
 
@@ -93,6 +93,7 @@ class GRPOConfig(MemoryConfig, DataKeys, HeldOutKeys, PromptKeys, RewardKeys):
 # keys read only when another key is set (shiftkit.config.check_dependent)
 GRPO_DEPENDENT = {**CHAT_TEMPLATE_RULES, **kit.SAMPLES_RULES, **kit.CHECKPOINT_RULES,
                   "kl_clamp": (lambda c: c.kl_coef > 0, "with a KL (kl_coef > 0)"),
+                  "frozen_placement": (lambda c: c.kl_coef > 0, "with a KL reference (kl_coef > 0)"),
                   "rollout_sync": (lambda c: bool(c.rollout_url), "with served rollouts (rollout_url)")}
 
 
@@ -107,7 +108,7 @@ def rollout_stats(roll: Rollouts, train_logp_BT: torch.Tensor) -> dict:
 
 def run_grpo(cfg: GRPOConfig) -> dict:
     set_threads(cfg.threads)
-    d = Dist()
+    d = Dist(cfg)  # the launcher's strategy and settings (mixed precision -> autocast), before config.json
     client = served_rollouts(cfg.rollout_url, cfg.rollout_sync)  # an unreachable server fails before anything loads
     model, tok = load_policy(cfg.model, d.device)
     inp = prompt_inputs(cfg, tok, "rl", eval_n=cfg.eval_n, model_path=cfg.model, want_eval=cfg.eval_every > 0)
@@ -115,11 +116,11 @@ def run_grpo(cfg: GRPOConfig) -> dict:
     if run.done:
         return run.summary()
     model = prepare_policy(model, cfg)  # LoRA adapters, activation checkpointing
-    ref = frozen_copy(model, cfg) if cfg.kl_coef > 0 else None
+    ref = d.place_frozen(frozen_copy(model, cfg)) if cfg.kl_coef > 0 else None  # FSDP: sharded (frozen_placement)
     model.train()
+    ddp_model = d.wrap(model)  # DDP wrapper, or FSDP2: `model` sharded in place (before the optimizer)
     opt = kit.make_optimizer(model, cfg.lr, cfg.weight_decay)
     st = kit.resume(run, model, opt, d, cfg.steps, f"grpo {Path(cfg.out).name}", cfg.progress, cfg.report_to)
-    ddp_model = d.wrap(model)
     eval_fn = held_out_eval(model, tok, inp, cfg.max_new_tokens) if cfg.eval_every else None
     kit.first_eval(st, eval_fn)
     if client is not None:  # the server samples from the run's policy (the start, or the resumed checkpoint)
@@ -150,6 +151,7 @@ def run_grpo(cfg: GRPOConfig) -> dict:
                        if off_policy else None)
         ref_logp_BT = (logprobs.score_mb(ref, *args, mbs, dtype=dtype, temperature=cfg.temperature, chunk=chunk)
                        if ref is not None else None)
+        d.release(ref)
         t_score = time.time() - t1
         n_tok, n_seq = d.sum(mask_BT.sum()), P * G
         has_signal = bool(d.sum((adv_B != 0).sum()) > 0) or ref is not None

@@ -4,7 +4,9 @@ A run directory holds::
 
     config.json          resolved config (what actually ran)
     metrics.jsonl        one flat dict per step (and eval rows with "eval/" keys)
-    checkpoints/step_N/  HF save_pretrained dir + trainer_state.pt (optimizer, step), written atomically
+    checkpoints/step_N/  HF save_pretrained dir (the full weights, gathered under FSDP) + trainer_state.pt
+                         (step, the optimizer's full state keyed by parameter name, extra), written atomically;
+                         resume reads trainer_state.pt with ``weights_only=True`` (tensors and numbers only)
     final/               the final HF model (atomically written) ; DONE marks a finished run
     summary.json         the run's summary
     rollout_weights/     served rollouts only: the weights the server loads; removed when the run finishes
@@ -32,6 +34,7 @@ from typing import Any
 
 import torch
 
+from shiftkit.dist import full_state_dict, load_full_state_dict, load_optimizer_state, optimizer_state, unwrap
 from shiftkit.errors import ShiftkitError
 from shiftkit.io import JsonlWriter, atomic_dir, atomic_write_json, ensure_writable_dir, truncate_jsonl
 from shiftkit.models import quiet_hf, save_model
@@ -94,15 +97,22 @@ class RunDir:
         return JsonlWriter(self.path / "metrics.jsonl")
 
     # ---- checkpoints ---------------------------------------------------------------------------
-    def save_checkpoint(self, step: int, model, tokenizer, optimizer, extra: dict | None = None) -> Path:
+    def save_checkpoint(self, step: int, model, tokenizer, optimizer, extra: dict | None = None,
+                        d=None) -> Path | None:
+        """Every rank calls it (under FSDP the full state dicts are gathered); the main rank writes the
+        HF directory and ``trainer_state.pt`` (tensors and plain numbers only: resume loads it with
+        ``weights_only=True``)."""
+        state = full_state_dict(model) if d is not None and d.strategy == "fsdp" else None
+        opt_state = optimizer_state(model, optimizer)
+        if d is not None and not d.is_main:
+            return None
         ckdir = self.path / "checkpoints" / f"step_{step:06d}"
         with atomic_dir(ckdir) as tmp:
             with quiet_hf():
-                model.save_pretrained(tmp, safe_serialization=True)
+                unwrap(model).save_pretrained(tmp, safe_serialization=True, **({"state_dict": state} if state else {}))
                 if tokenizer is not None:
                     tokenizer.save_pretrained(tmp)
-            torch.save({"step": step, "optimizer": optimizer.state_dict(), "extra": extra or {}},
-                       tmp / "trainer_state.pt")
+            torch.save({"step": step, "optimizer": opt_state, "extra": extra or {}}, tmp / "trainer_state.pt")
         self.prune_checkpoints(max(1, self.keep_checkpoints) if self.keep_checkpoints >= 0 else -1)
         return ckdir
 
@@ -121,6 +131,7 @@ class RunDir:
         return cks[-1] if cks else None
 
     def load_trainer_state(self, ckdir: Path, model, optimizer) -> tuple[int, dict]:
+        """Load a checkpoint into ``model`` (sharded or not) and ``optimizer``; returns ``(step, extra)``."""
         from safetensors.torch import load_file
 
         state = {}
@@ -129,27 +140,28 @@ class RunDir:
         if is_peft(model):  # a LoRA run checkpoints its adapter (PEFT's save_pretrained)
             from peft import set_peft_model_state_dict
 
-            res = set_peft_model_state_dict(model, state)
+            res = set_peft_model_state_dict(unwrap(model), state)
             if getattr(res, "unexpected_keys", None):
                 raise ShiftkitError(f"checkpoint {ckdir} does not match the LoRA policy "
                                     f"(unexpected {list(res.unexpected_keys)[:3]})")
-            ts = torch.load(ckdir / "trainer_state.pt", weights_only=False)
-            optimizer.load_state_dict(ts["optimizer"])
-            return int(ts["step"]), ts.get("extra", {})
-        missing, unexpected = model.load_state_dict(state, strict=False)
-        missing = [k for k in missing if not k.endswith("lm_head.weight")]  # tied weights are not saved twice
-        if missing or unexpected:
-            raise ShiftkitError(f"checkpoint {ckdir} does not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
-        ts = torch.load(ckdir / "trainer_state.pt", weights_only=False)
-        optimizer.load_state_dict(ts["optimizer"])
+        else:
+            missing, unexpected = load_full_state_dict(model, state)
+            missing = [k for k in missing if not k.endswith("lm_head.weight")]  # tied weights are not saved twice
+            if missing or unexpected:
+                raise ShiftkitError(f"checkpoint {ckdir} does not match the model (missing {missing[:3]}, "
+                                    f"unexpected {unexpected[:3]})")
+        ts = read_trainer_state(ckdir / "trainer_state.pt")
+        load_optimizer_state(model, optimizer, ts["optimizer"])
         return int(ts["step"]), ts.get("extra", {})
 
-    def finish(self, model, tokenizer, summary: dict[str, Any]) -> None:
+    def finish(self, model, tokenizer, summary: dict[str, Any], state: dict | None = None) -> None:
+        """The final model (``state``: its full state dict, gathered from an FSDP-sharded ``model``), DONE
+        and the summary. Main rank only."""
         if is_peft(model):  # a LoRA run: the adapter in adapter/, the merged model in final/ (what other commands load)
             with atomic_dir(self.path / "adapter") as tmp, quiet_hf():
                 model.save_pretrained(tmp, safe_serialization=True)
             model = model.merge_and_unload()
-        save_model(model, tokenizer, self.final)
+        save_model(unwrap(model), tokenizer, self.final, state_dict=state)
         atomic_write_json(self.path / "summary.json", summary)
         (self.path / "DONE").write_text("ok\n")
         self.prune_checkpoints(self.keep_checkpoints)
@@ -163,6 +175,18 @@ def is_peft(model) -> bool:
     """A PEFT (LoRA) model, DDP-wrapped or not."""
     m = model.module if hasattr(model, "module") else model
     return hasattr(m, "peft_config") and hasattr(m, "disable_adapter")
+
+
+def read_trainer_state(path: Path) -> dict:
+    """``trainer_state.pt`` with ``weights_only=True``: tensors, numbers, strings and containers of them. A
+    file holding any other object (a pickle that would run code) is refused, nothing of it is executed."""
+    try:
+        return torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as e:  # noqa: BLE001 - UnpicklingError, or a foreign/corrupt file
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ShiftkitError(f"refusing {path}: it holds more than tensors and plain numbers, or is corrupt ({msg[:200]}); "
+                            "shiftkit writes only tensors and numbers there, so this checkpoint was not written by "
+                            "it: delete the checkpoint directory or pass overwrite=true") from None
 
 
 def open_run_dir(path: str | Path, config: dict[str, Any], overwrite: bool, d) -> RunDir:

@@ -101,7 +101,7 @@ def encode_batch(inp, rows, max_length: int, device):
 
 def run_sft(cfg: SFTConfig) -> dict:
     set_threads(cfg.threads)
-    d = Dist()
+    d = Dist(cfg)  # the launcher's strategy and settings (mixed precision -> autocast), before config.json
     torch.manual_seed(cfg.seed)
     model, tok = _init_model(cfg, d.device)
     inp = sft_inputs(cfg, tok, cfg.model)
@@ -110,9 +110,9 @@ def run_sft(cfg: SFTConfig) -> dict:
         return run.summary()
     model = prepare_policy(model.to(d.device), cfg)  # LoRA adapters, activation checkpointing
     model.train()
+    ddp_model = d.wrap(model)  # DDP wrapper, or FSDP2: `model` sharded in place (before the optimizer)
     opt = kit.make_optimizer(model, cfg.lr, cfg.weight_decay)
     st = kit.resume(run, model, opt, d, cfg.steps, f"sft {Path(cfg.out).name}", cfg.progress, cfg.report_to)
-    ddp_model = d.wrap(model)
     eval_fn = _eval_fn(cfg, model, tok, inp, d) if cfg.eval_every else None
     dtype = microbatch.autocast_dtype(cfg.autocast)
     row: dict = {}

@@ -46,6 +46,7 @@ from shiftkit.agent.batches import chat_examples, collate, masked_sft_step, micr
 from shiftkit.agent.critic import ValueModel, critic_error, returns_mc
 from shiftkit.agent.trajectory import end_of, messages_of
 from shiftkit.config import check_dependent
+from shiftkit.dist import full_state_dict, load_full_state_dict, load_optimizer_state, optimizer_state
 from shiftkit.errors import ShiftkitError
 from shiftkit.io import read_jsonl
 from shiftkit.models import WEAK_SPEC, load_model_and_tokenizer, make_char_tokenizer, make_tiny_model, prepare_policy
@@ -245,20 +246,29 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
     d, run = kit.open_run(cfg)
     if run.done:
         return run.summary()
+    if d.world > 1 and d.device.type != "cpu":
+        raise ShiftkitError("agentic rl: several processes run on CPU only (the toy task's batches are CPU tensors); "
+                            "launch with --cpu or CUDA_VISIBLE_DEVICES=''")
+    if d.is_main:  # the cached warm start, built once
+        warm_start(cfg, cfg.progress)
+    d.barrier()
     policy, tok = load_model_and_tokenizer(warm_start(cfg, cfg.progress))
     torch.manual_seed(cfg.seed)
     critic = ValueModel(policy) if cfg.algo == "ppo" else None  # from the full policy, before any adapters
     policy = prepare_policy(policy, cfg)  # LoRA adapters, activation checkpointing
     policy.train()
+    train_policy = d.wrap(policy)  # DDP wrappers, or FSDP2: sharded in place (before the optimizers)
+    train_critic = d.wrap(critic) if critic is not None else None
     opt = kit.make_optimizer(policy, cfg.lr, 0.0)
     copt = kit.make_optimizer(critic, cfg.critic_lr, 0.0, betas=(0.9, 0.999)) if critic is not None else None
     st = kit.resume(run, policy, opt, d, cfg.steps, f"agent-{cfg.algo} s{cfg.seed}", cfg.progress)
     extra = dict(st.extra)
     if critic is not None and "critic" in extra:  # resumed: the critic and its optimizer are in the checkpoint
-        critic.load_state_dict(extra["critic"])
-        copt.load_state_dict(extra["critic_opt"])
+        load_full_state_dict(critic, extra["critic"])
+        load_optimizer_state(critic, copt, extra["critic_opt"])
     elif critic is not None and cfg.value_pretrain_steps:
-        extra["value_pretrain"] = value_pretrain(policy, critic, tok, cfg, copt)
+        with d.gathered(policy):  # every rank pretrains on the same rollouts (averaged gradients: one process's)
+            extra["value_pretrain"] = value_pretrain(policy, train_critic, tok, cfg, copt)
     evals = draw(cfg.seed, 0, cfg.eval_n, "eval")
 
     def eval_fn() -> dict:
@@ -274,15 +284,17 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
     row: dict = {}
     for step in range(st.start, cfg.steps):
         t0 = time.time()
-        probs = [p for p in draw(cfg.seed, step, P) for _ in range(G)]
-        seeds = [kit.row_seed(cfg.seed, step, i, j) for i in range(P) for j in range(G)]
+        mine = d.shard(list(range(P)))  # this rank's prompts, each with its group
+        probs = [p for i, p in enumerate(draw(cfg.seed, step, P)) if i in mine for _ in range(G)]
+        seeds = [kit.row_seed(cfg.seed, step, i, j) for i in mine for j in range(G)]
         lps = [] if client is not None else None
-        eps, rows = toy_rollouts(policy, tok, probs, cfg.max_turns, cfg.max_new_tokens, cfg.temperature, seeds,
-                                 sampler=client.sample if client is not None else None, logps=lps)
+        with d.gathered(policy):
+            eps, rows = toy_rollouts(policy, tok, probs, cfg.max_turns, cfg.max_new_tokens, cfg.temperature, seeds,
+                                     sampler=client.sample if client is not None else None, logps=lps)
         batch = collate(rows, tok.pad_token_id, lps)
         gen_BT = batch["gen_BT"]
         r_B = torch.tensor([e.reward for e in eps])
-        mbs = microbatch.micro_batches(batch["pmask_BP"], batch["valid_BT"], cfg.token_budget)  # memory: one micro-batch
+        mbs = microbatch.micro_batches(batch["pmask_BP"], batch["valid_BT"], cfg.token_budget, d=d)  # memory: one micro-batch
         train = {k: v for k, v in batch.items() if k != "rollout_logp_BT"}
         with torch.no_grad():
             old_logp_BT = logprobs.score_mb(policy, train["prompt_BP"], train["pmask_BP"], train["rest_BT"],
@@ -294,28 +306,29 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
         else:
             adv_BT, ret_BT = advantages.gae(advantages.terminal_rewards(r_B, gen_BT), old_v_BT, gen_BT, cfg.gamma, cfg.lam)
             if cfg.whiten_advantages:
-                adv_BT = advantages.whiten(adv_BT, gen_BT)
-        has_signal = bool((adv_BT != 0).any())  # e.g. GRPO with every group all-right or all-wrong
+                adv_BT = advantages.whiten(adv_BT, gen_BT, d=d)  # mean and variance over every rank's tokens
+        has_signal = bool(d.sum((adv_BT != 0).sum()) > 0)  # e.g. GRPO with every group all-right or all-wrong
         ev_critic = losses.explained_variance(old_v_BT, returns_mc(r_B, gen_BT), gen_BT) if critic is not None else None
-        n_gen = gen_BT.sum().float()
+        n_gen = d.sum(gen_BT.sum()).float()  # the global count: losses are global-count means
         for _ in range(cfg.ppo_epochs):
             opt.zero_grad(set_to_none=True)
             loss_sum, clip_sum, ent_sum = torch.zeros(()), 0.0, 0.0
-            for mb in microbatch.accumulating(policy, mbs):
+            for mb in microbatch.accumulating(train_policy, mbs):
                 b = micro(train, mb)
-                logp_bt, ent_bt = policy_logp(policy, b, dtype, chunk)
+                logp_bt, ent_bt = policy_logp(train_policy, b, dtype, chunk)
                 loss, pm = losses.policy_loss(logp_bt, mb.completion(old_logp_BT), mb.completion(adv_BT), b["gen_BT"],
                                          clip_low=cfg.clip_low, clip_high=cfg.clip_high, num_tokens=n_gen)
-                clip_sum += float(pm["clip_frac"]) * float(b["gen_BT"].sum())
-                ent_sum += float((ent_bt * b["gen_BT"]).sum())
+                clip_sum += float(pm["clip_frac"]) * float(b["gen_BT"].sum()) * mb.scale
+                ent_sum += float((ent_bt * b["gen_BT"]).sum()) * mb.scale
                 loss = loss * mb.scale
                 (loss * d.world).backward()
                 loss_sum = loss_sum + loss.detach().float().cpu()
             gnorm = kit.clip_and_step(policy, opt, cfg.grad_clip, skip=not has_signal)
             if critic is not None:
-                vloss, vmse = value_update(critic, copt, d, train, mbs, old_v_BT, ret_BT, n_gen, cfg)
-        n = max(float(n_gen), 1.0)
-        row = {**episode_stats(eps, batch), "loss": float(loss_sum), "clip_frac": float(clip_sum / n),
+                vloss, vmse = value_update(train_critic, copt, d, train, mbs, old_v_BT, ret_BT, n_gen, cfg)
+        n = max(float(gen_BT.sum()), 1.0)  # this rank's tokens (clip_frac, entropy: rank 0's share)
+        stats = {k: float(d.sum(v * len(eps))) / (P * G) for k, v in episode_stats(eps, batch).items()}  # global
+        row = {**stats, "loss": float(loss_sum), "clip_frac": float(clip_sum / n),
                "micro_batches": len(mbs), "entropy": ent_sum / n, "grad_norm": gnorm, "has_signal": has_signal,
                "step_time": time.time() - t0}
         if critic is not None:
@@ -326,11 +339,11 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
             client.sync_weights(policy, tok, run.path / "rollout_weights", d)
         kit.log_step(st, step, row, cfg.steps, cfg.eval_every, eval_fn if cfg.eval_every else None,
                      reward=f"{row['reward']:.3f}")
-        ck_extra = dict(extra)
-        if critic is not None:
-            ck_extra.update(critic=critic.state_dict(), critic_opt=copt.state_dict())
-        kit.checkpoint(st, step, cfg.steps, cfg.save_every, policy, tok, opt, extra=ck_extra)
-    return kit.close_run(st, policy, tok, run_summary(cfg, st, extra, eval_fn), row)
+        kit.checkpoint(st, step, cfg.steps, cfg.save_every, policy, tok, opt, extra=lambda: {**extra, **(
+            {"critic": full_state_dict(critic), "critic_opt": optimizer_state(critic, copt)} if critic is not None else {})})
+    with d.gathered(policy):  # the final evaluation, on every rank
+        summary = run_summary(cfg, st, extra, eval_fn)
+    return kit.close_run(st, policy, tok, summary, row)
 
 
 def value_update(critic, copt, d, train: dict, mbs: list, old_v_BT, ret_BT, n_gen, cfg: AgenticRLConfig):
@@ -341,12 +354,12 @@ def value_update(critic, copt, d, train: dict, mbs: list, old_v_BT, ret_BT, n_ge
         b = micro(train, mb)
         loss, vm = losses.value_loss(critic(b), mb.completion(old_v_BT), mb.completion(ret_BT), b["gen_BT"],
                                      clip=cfg.value_clip, num_tokens=n_gen)
-        mse_sum += float(vm["value_mse"]) * float(b["gen_BT"].sum())
+        mse_sum += float(vm["value_mse"]) * float(b["gen_BT"].sum()) * mb.scale
         loss = loss * mb.scale
         (loss * d.world).backward()
         loss_sum = loss_sum + loss.detach().float().cpu()
     kit.clip_and_step(critic, copt, cfg.grad_clip)
-    return float(loss_sum), mse_sum / max(float(n_gen), 1.0)
+    return float(loss_sum), mse_sum / max(float(train["gen_BT"].sum()), 1.0)
 
 
 def episode_stats(eps: list, batch: dict) -> dict:

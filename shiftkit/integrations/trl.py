@@ -47,7 +47,7 @@ in CI; only the CPU path below is tested)::
                                train_dataset=ds)            # a dataset with a "prompt" column
     trainer.train()
 
-    accelerate launch --config_file configs/accelerate/deepspeed_zero3.yaml train.py   # or fsdp.yaml
+    accelerate launch --config_file <your DeepSpeed or FSDP accelerate config> train.py   # TRL's own multi-GPU path
 
 Placement: the teacher, its reference and the KL anchor are frozen copies on **every training
 GPU**, prepared like TRL's reference model (sharded under ZeRO-3/FSDP, replicated under ZeRO-2/DDP),

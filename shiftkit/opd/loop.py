@@ -36,7 +36,7 @@ from shiftkit import advantages, logprobs, losses, microbatch
 from shiftkit import loopkit as kit
 from shiftkit.config import check_dependent, check_range, defaults, to_dict
 from shiftkit.data import DataKeys, is_arith
-from shiftkit.dist import Dist, set_threads
+from shiftkit.dist import Dist, DistKeys, set_threads
 from shiftkit.errors import ShiftkitError
 from shiftkit.evaluate import held_out_eval
 from shiftkit.inputs import prompt_inputs
@@ -93,7 +93,7 @@ class OPDKeys:
 
 
 @dataclasses.dataclass
-class OPDConfig(microbatch.MemoryConfig, DataKeys, PromptKeys, RewardKeys, OPDKeys):
+class OPDConfig(microbatch.MemoryConfig, DataKeys, PromptKeys, RewardKeys, OPDKeys, DistKeys):
     """``shiftkit opd``: the keys below, plus the shared memory, data, prompt and reward groups and the
     Direct-OPD keys (:class:`OPDKeys`). Defaults shared with GRPO are GRPO's (``GRPOConfig.<key>``)."""
 
@@ -240,17 +240,16 @@ def preflight(cfg: OPDConfig, d: Dist) -> tuple[list[dict], dict, object]:
     prompts = inp.prompt_texts(preview)  # the rendered prompts: every model must tokenize them alike
     stages, info = [], {"tokenizer_differences": [], "determinism_gap": 0.0}
     for i, st in enumerate(cfg.stage_list()):
-        teacher, ttok = load_model_and_tokenizer(st.teacher, device=d.device)
+        teacher, ttok = load_model_and_tokenizer(st.teacher, device=d.frozen_device())  # CPU when FSDP shards it
         named = {"student": (student, stok), "teacher": (teacher, ttok)}
         ref = None
         if st.method == "direct_opd":
-            ref, rtok = load_model_and_tokenizer(st.teacher_ref, device=d.device)
+            ref, rtok = load_model_and_tokenizer(st.teacher_ref, device=d.frozen_device())
             pf.check_distinct(teacher, ref, st.teacher, st.teacher_ref)
             named["teacher_ref"] = (ref, rtok)
         info["tokenizer_differences"] += pf.check_tokenizers(named, prompts, cfg.allow_tokenizer_mismatch)
+        teacher, ref = d.place_frozen(teacher), d.place_frozen(ref)  # FSDP: sharded (frozen_placement)
         scorers = {"teacher": teacher, **({"teacher_ref": ref} if ref is not None else {})}
-        for m in scorers.values():
-            m.eval().requires_grad_(False)
         gap = pf.check_determinism({**scorers, "student": student}, student, stok, prompts, cfg.score_dtype,
                                    cfg.determinism_tol)
         info["determinism_gap"] = max(info["determinism_gap"], gap)
@@ -264,7 +263,7 @@ def run_opd(cfg: OPDConfig) -> dict:
     if cfg.method == "grpo":
         return {"method": "grpo", **run_grpo(grpo_config(cfg))}
     set_threads(cfg.threads)
-    d = Dist()
+    d = Dist(cfg)  # the launcher's strategy and settings (mixed precision -> autocast), before config.json
     stages, info, src = preflight(cfg, d)  # nothing is written before this passes
     top = open_run_dir(cfg.out, to_dict(cfg), cfg.overwrite, d)
     if top.done:
@@ -296,12 +295,12 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
                stage: int, step_offset: int, last: bool, summary_extra: dict) -> dict:
     model, tok = load_model_and_tokenizer(start_path, device=d.device)
     model = prepare_policy(model, cfg)  # LoRA adapters, activation checkpointing
-    anchor = frozen_copy(model, cfg) if cfg.kl_mode != "none" else None
+    anchor = d.place_frozen(frozen_copy(model, cfg)) if cfg.kl_mode != "none" else None
     model.train()
+    ddp_model = d.wrap(model)  # DDP wrapper, or FSDP2: `model` sharded in place (before the optimizer)
     opt = kit.make_optimizer(model, cfg.lr, cfg.weight_decay)
     st = kit.resume(run, model, opt, d, cfg.steps, f"{cfg.method} {run.path.name}", cfg.progress, cfg.report_to)
     alpha = st.extra.get("alpha", cfg.kl_coef if cfg.kl_mode != "none" else 0.0)
-    ddp_model = d.wrap(model)
     eval_fn = held_out_eval(model, tok, src, cfg.max_new_tokens) if cfg.eval_every and src.rewards else None
     kit.first_eval(st, eval_fn, stage=stage, global_step=step_offset)
     clip_low, clip_high = cfg.clip_low or None, (cfg.clip_high or cfg.clip_low) or None  # 0 = no clip
@@ -326,6 +325,7 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
             anchor_logp_BT, t_anchor = (_timed(logprobs.score_mb, anchor, *args, mbs, dtype=cfg.score_dtype,
                                                temperature=cfg.temperature, chunk=cfg.logit_chunk)
                                         if anchor is not None else (None, 0.0))
+        d.release(teacher, ref, anchor)  # FSDP: free the gathered roots of the sharded frozen models
         rewards_B, res = None, None
         ex_B = [problems[i] for i in mine for _ in range(G)]
         if src.rewards is not None:
@@ -456,8 +456,6 @@ def opd_signal(cfg: OPDConfig, model, teacher, ref, roll, mbs: list, *, dtype, c
     head_w: dict = {}
     times = dict.fromkeys(("time/student_forward", "time/teacher_score", "time/ref_score"), 0.0)
     for mb in mbs:
-        if mb.scale == 0:
-            continue  # a filler that keeps ranks in step
         a = (mb.prompt(roll.prompt_ids_BP), mb.prompt(roll.prompt_mask_BP), mb.completion(comp_BT), mb.completion(mask_BT))
         s, dt = _timed(logprobs.model_head, model, *a, dtype=dtype, temperature=cfg.temperature)
         times["time/student_forward"] += dt
@@ -465,6 +463,8 @@ def opd_signal(cfg: OPDConfig, model, teacher, ref, roll, mbs: list, *, dtype, c
         times["time/teacher_score"] += dt
         r, dt = _timed(logprobs.model_head, ref, *a, dtype=cfg.score_dtype) if direct else (None, 0.0)
         times["time/ref_score"] += dt
+        if mb.scale == 0:
+            continue  # a filler: its forwards only keep FSDP-sharded models in step across ranks
         stats = logprobs.map_chunks(lambda lg, ex: position_stats(lg[0], lg[1], lg[2] if len(lg) > 2 else None, cfg.top_k),
                               [h for h in (s, t, r) if h is not None], [], chunk)
         for k, v in zip(names, stats):
