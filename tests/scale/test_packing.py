@@ -6,9 +6,9 @@ packed rows is refused.
 Tolerance: the packed forward is the same function of the same weights, but its matmuls see ``[N, H]``
 instead of ``[B, L, H]`` and its attention a block-causal mask over the pack instead of a padding mask,
 so sums are taken in another order: fp32 rounding, measured <= 1e-6 on log-probs and ~1.5e-7 relative on
-gradients here (both models, one and several micro-batches). The
-bounds (1e-5 on log-probs, 1e-5 relative on gradients) are two orders above that and orders below any
-real difference (a row attending across the pack moves log-probs by ~1e-1).
+gradients here (both models, one and several micro-batches). The bounds (1e-5 on log-probs, 1e-5 relative
+on gradients) are 10-100x above that and far below any real difference (positions that do not restart, or
+a row attending across the pack, fail them: the mutants of packed_layout and of the mask).
 """
 
 import copy
