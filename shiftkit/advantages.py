@@ -38,16 +38,31 @@ def group_advantages(rewards_B: torch.Tensor, group_size: int, scale: str = "std
 
     Rows ``[g*G:(g+1)*G]`` form group (prompt) ``g``. ``scale``: ``std`` (GRPO), ``none`` (Dr. GRPO).
     A group whose rewards are all equal gets advantage 0.
+
+    A NaN reward is *unscorable* (every reward function returned ``None`` for it, :mod:`shiftkit.rewards`):
+    its advantage is 0, and it is left out of its group's mean and std, so it gives no advantage to
+    the others either (``[1, 1, 1, None]`` has no signal). Groups without a NaN are computed exactly as
+    without this rule.
     """
     if rewards_B.numel() % group_size:
         raise ValueError(f"{rewards_B.numel()} rewards do not split into groups of {group_size}")
-    r_PG = rewards_B.float().view(-1, group_size)
-    adv_PG = r_PG - r_PG.mean(-1, keepdim=True)
-    if scale == "std":
-        std_P1 = r_PG.std(-1, unbiased=True, keepdim=True) if group_size > 1 else torch.ones_like(r_PG[:, :1])
-        adv_PG = adv_PG / (std_P1 + eps)
-    elif scale != "none":
+    if scale not in ("std", "none"):
         raise ValueError(f"unknown advantage scale '{scale}' (use std or none)")
+    r_PG = rewards_B.float().view(-1, group_size)
+    known_PG = ~torch.isnan(r_PG)
+    r0_PG = torch.where(known_PG, r_PG, torch.zeros_like(r_PG))
+    adv_PG = r0_PG - r0_PG.mean(-1, keepdim=True)
+    if scale == "std":
+        std_P1 = r0_PG.std(-1, unbiased=True, keepdim=True) if group_size > 1 else torch.ones_like(r_PG[:, :1])
+        adv_PG = adv_PG / (std_P1 + eps)
+    partial_P = ~known_PG.all(-1)
+    if partial_P.any():  # groups with an unscorable row: mean and (unbiased) std over the scorable rows only
+        n_P1 = known_PG.sum(-1, keepdim=True).float()
+        dev_PG = torch.where(known_PG, r0_PG - r0_PG.sum(-1, keepdim=True) / n_P1.clamp(min=1), torch.zeros_like(r_PG))
+        if scale == "std":
+            std_P1 = (dev_PG.pow(2).sum(-1, keepdim=True) / (n_P1 - 1).clamp(min=1)).sqrt()
+            dev_PG = dev_PG / (std_P1 + eps)
+        adv_PG = torch.where(partial_P[:, None], dev_PG, adv_PG)
     return adv_PG.reshape(-1)
 
 
@@ -93,15 +108,27 @@ def gae(rewards_BT: torch.Tensor, values_BT: torch.Tensor, mask_BT: torch.Tensor
     return adv_BT, ret_BT
 
 
-def whiten(adv_BT: torch.Tensor, mask_BT: torch.Tensor, eps: float = 1e-8, d=None) -> torch.Tensor:
-    """Normalise advantages to zero mean, unit variance over masked tokens (0 elsewhere). ``d`` (a
-    :class:`shiftkit.dist.Dist`): the mean and variance over every rank's tokens, as one process would."""
+def whiten(adv_BT: torch.Tensor, mask_BT: torch.Tensor, eps: float = 1e-8, unbiased: bool = False,
+           d=None) -> torch.Tensor:
+    """Normalise advantages to zero mean, unit variance over masked tokens (0 elsewhere).
+
+    ``unbiased=False`` (the default): ``(A - mean) / (sqrt(var) + eps)`` with the biased variance
+    (divided by n). ``unbiased=True`` is verl's ``masked_whiten`` (``verl/utils/torch_functional.py``,
+    which ``compute_gae_advantage_return`` in ``verl/trainer/ppo/core_algos.py`` applies): the
+    Bessel-corrected variance (divided by n - 1) and ``(A - mean) * rsqrt(var + eps)``. The two differ by
+    the factor ``sqrt((n - 1) / n)`` (0.5% at n = 100 tokens, nothing at the batch sizes that matter).
+    ``d`` (a :class:`shiftkit.dist.Dist`): the mean and variance over every rank's tokens, as one process would.
+    """
     m = mask_BT.bool()
     tot = (lambda x: x) if d is None or d.world == 1 else (lambda x: d.sum(x).to(adv_BT.device, torch.float32))
     n = tot(m.float().sum()).clamp(min=1.0)
     mu = tot(torch.where(m, adv_BT, torch.zeros_like(adv_BT)).sum()) / n
     var = tot(torch.where(m, (adv_BT - mu).pow(2), torch.zeros_like(adv_BT)).sum()) / n
-    return torch.where(m, (adv_BT - mu) / (var.sqrt() + eps), torch.zeros_like(adv_BT))
+    if unbiased:
+        scaled = (adv_BT - mu) * torch.rsqrt(var * n / (n - 1).clamp(min=1.0) + eps)
+    else:
+        scaled = (adv_BT - mu) / (var.sqrt() + eps)
+    return torch.where(m, scaled, torch.zeros_like(adv_BT))
 
 
 # ---- Direct-OPD and vanilla OPD ----

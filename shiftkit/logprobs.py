@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import weakref
 from typing import Callable
 
 import torch
@@ -39,6 +40,7 @@ import torch.nn.functional as F
 
 from shiftkit.errors import ShiftkitError
 from shiftkit.microbatch import per_micro_batch
+from shiftkit.models import resolve_dtype
 from shiftkit.sampling import forward_completion
 
 CHUNK_ELEMS = 2**24  # default chunk: about this many logits (64 MB in fp32) per [C, V] tensor
@@ -52,6 +54,7 @@ class Head:
     weight_VH: torch.Tensor
     bias_V: torch.Tensor | None = None
     temperature: float = 1.0
+    valid_BT: torch.Tensor | None = None  # the positions worth a logit (a packed forward's: the completion's); None = all
 
     @property
     def vocab(self) -> int:
@@ -59,7 +62,7 @@ class Head:
 
     def detach(self) -> "Head":
         return Head(self.hidden_BTH.detach(), self.weight_VH.detach(),
-                    None if self.bias_V is None else self.bias_V.detach(), self.temperature)
+                    None if self.bias_V is None else self.bias_V.detach(), self.temperature, self.valid_BT)
 
 
 def lm_head_of(model) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -89,13 +92,109 @@ def forward_hidden(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, comp
     return out.hidden_states[-1][:, P - 1 : -1]
 
 
+# ---- the padding-free (packed) forward -------------------------------------------------------------
+#
+# The rows of a micro-batch are laid end to end as one sequence ``[1, N]`` (N = the real tokens, no
+# padding) with position ids restarting at 0 for each row and no attention mask. transformers (>= 4.53)
+# reads the restarts as row boundaries: flash-attention runs varlen attention (``cu_seqlens`` from the
+# position ids), sdpa and eager a block-causal mask, so no token attends across rows and every token
+# keeps the position it has in the padded layout (``cumsum(mask) - 1``). The last hidden states at the
+# completion positions go back into the ``[B, T]`` layout (0 at padding) and the head runs only there
+# (``Head.valid_BT``). Equal to the padded forward up to float rounding (the matmuls see other shapes).
+# A model whose attention would read across the rows is refused once, by a probe (:func:`check_packing`).
+
+def packed_layout(prompt_mask_BP: torch.Tensor, completion_mask_BT: torch.Tensor):
+    """``(keep_BL, pos_N, src_BT)`` of the packed sequence: which of the ``[prompt | completion]`` columns
+    are real tokens, each real token's position id, and for each completion position the index of the
+    packed token whose output predicts it (-1 at padding). The masks must be the foundation's layout:
+    prompts left-padded, completions right-padded (:mod:`shiftkit.sampling`), and every row has a prompt token."""
+    B, P = prompt_mask_BP.shape
+    T = completion_mask_BT.shape[1]
+    p_len_B, c_len_B = prompt_mask_BP.long().sum(-1), completion_mask_BT.long().sum(-1)
+    ar_P = torch.arange(P, device=p_len_B.device)
+    ar_T = torch.arange(T, device=p_len_B.device)
+    if not (torch.equal(prompt_mask_BP.bool(), ar_P[None] >= (P - p_len_B)[:, None])
+            and torch.equal(completion_mask_BT.bool(), ar_T[None] < c_len_B[:, None])):
+        raise ShiftkitError("packing=true needs left-padded prompts and right-padded completions without holes")
+    if B and int(p_len_B.min()) < 1:
+        raise ShiftkitError("packing=true needs at least one prompt token in every row")
+    keep_BL = torch.cat([prompt_mask_BP, completion_mask_BT], 1).bool()
+    pos_N = (keep_BL.long().cumsum(-1) - 1)[keep_BL]
+    n_B = p_len_B + c_len_B
+    first_B = n_B.cumsum(0) - n_B  # where each row starts in the packed sequence
+    src_BT = first_B[:, None] + p_len_B[:, None] - 1 + ar_T[None]
+    return keep_BL, pos_N, torch.where(completion_mask_BT.bool(), src_BT, torch.full_like(src_BT, -1))
+
+
+def _autocast(dtype, device_type: str):
+    if dtype is not None and resolve_dtype(dtype) != torch.float32:
+        return torch.autocast(device_type=device_type, dtype=resolve_dtype(dtype))
+    return contextlib.nullcontext()
+
+
+def forward_packed_hidden(model, ids_1N: torch.Tensor, pos_1N: torch.Tensor, dtype=None) -> torch.Tensor:
+    """Last hidden states ``[N, H]`` of one packed sequence (position ids restart per row, no mask),
+    under autocast when ``dtype`` is not fp32 (as :func:`shiftkit.sampling.forward_completion`)."""
+    with _autocast(dtype, ids_1N.device.type):
+        out = model(input_ids=ids_1N, attention_mask=None, position_ids=pos_1N, use_cache=False,
+                    output_hidden_states=True, logits_to_keep=torch.empty(0, dtype=torch.long, device=ids_1N.device))
+    return out.hidden_states[-1][0]
+
+
+_PACKING_CHECKED: "weakref.WeakSet" = weakref.WeakSet()
+
+
+@torch.no_grad()
+def check_packing(model) -> None:
+    """Refuse (once per model) a model whose attention reads across packed rows: two rows of 3 and 5
+    tokens, packed, against each row alone. A model that ignores the restarting position ids, or an
+    attention implementation that ignores the packed layout, gives the second row other states."""
+    m = model.module if hasattr(model, "module") and hasattr(model, "no_sync") else model  # DDP: its module
+    if m in _PACKING_CHECKED:
+        return
+    dev = lm_head_of(m)[0].device
+    rows = [torch.arange(1, 4, device=dev), torch.arange(4, 9, device=dev)]
+    was = m.training
+    m.eval()
+    try:
+        alone = torch.cat([forward_packed_hidden(m, x[None], torch.arange(len(x), device=dev)[None]) for x in rows])
+        pos = torch.cat([torch.arange(len(x), device=dev) for x in rows])
+        packed = forward_packed_hidden(m, torch.cat(rows)[None], pos[None])
+    finally:
+        m.train(was)
+    err = float((packed.float() - alone.float()).abs().max()) / max(float(alone.float().abs().max()), 1e-6)
+    if not err < 1e-3:
+        impl = getattr(getattr(m, "config", None), "_attn_implementation", "?")
+        raise ShiftkitError(f"packing=true: {type(m).__name__} (attention '{impl}') mixes packed rows (relative "
+                            f"difference {err:.2g} from the rows alone); set packing=false")
+    _PACKING_CHECKED.add(m)
+
+
+def packed_head(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT, *,
+                dtype: str | torch.dtype | None = None, temperature: float = 1.0) -> Head:
+    """:func:`model_head` by one padding-free forward of the rows packed end to end (see above)."""
+    check_packing(model)
+    keep_BL, pos_N, src_BT = packed_layout(prompt_mask_BP, completion_mask_BT)
+    ids_N = torch.cat([prompt_ids_BP, completion_ids_BT], 1)[keep_BL]
+    h_NH = forward_packed_hidden(model, ids_N[None], pos_N[None], dtype)
+    valid_BT = src_BT >= 0
+    b_idx, t_idx = valid_BT.nonzero(as_tuple=True)
+    hidden_BTH = h_NH.new_zeros(*src_BT.shape, h_NH.shape[-1]).index_put((b_idx, t_idx), h_NH[src_BT[valid_BT]])
+    w, b = lm_head_of(model)
+    return Head(hidden_BTH, w, b, temperature, valid_BT)
+
+
 def model_head(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT, *,
-               dtype: str | torch.dtype | None = None, temperature: float = 1.0) -> Head:
+               dtype: str | torch.dtype | None = None, temperature: float = 1.0, packed: bool = False) -> Head:
     """:func:`forward_hidden` plus the model's output layer, as a :class:`Head`.
 
     The weight is read *after* the forward: under FSDP2 the root module's parameters (embeddings and
     head) stay unsharded between its forward and backward, so this is the full ``[V, H]`` tensor.
+    ``packed``: the padding-free forward (:func:`packed_head`; a micro-batch's ``mb.packed``).
     """
+    if packed:
+        return packed_head(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT, dtype=dtype,
+                           temperature=temperature)
     h = forward_hidden(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT, dtype)
     w, b = lm_head_of(model)
     return Head(h, w, b, temperature)
@@ -225,17 +324,22 @@ def map_chunks(fn: Callable, heads: list[Head], extras: list[torch.Tensor] = (),
             raise ValueError(f"heads disagree on [B, T]: {tuple(h.hidden_BTH.shape[:2])} vs {(B, T)}")
     N = B * T
     C = chunk or default_chunk(max(h.vocab for h in heads))
+    valid_BT = next((h.valid_BT for h in heads if h.valid_BT is not None), None)
+    idx = None if valid_BT is None else valid_BT.reshape(-1).nonzero().squeeze(-1)  # only these positions get logits
+    pick = (lambda x: x) if idx is None else (lambda x: x[idx])
     tensors = []
     for h in heads:
-        tensors += [h.hidden_BTH.reshape(N, h.hidden_BTH.shape[-1]), h.weight_VH,
+        tensors += [pick(h.hidden_BTH.reshape(N, h.hidden_BTH.shape[-1])), h.weight_VH,
                     h.bias_V if h.bias_V is not None else h.weight_VH.new_empty(0)]
-    tensors += [e.reshape(N, *e.shape[2:]) for e in extras]
+    tensors += [pick(e.reshape(N, *e.shape[2:])) for e in extras]
     meta = tuple((h.temperature, h.bias_V is not None) for h in heads)
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors[: 3 * len(heads)])
     if grad:
         outs = _ChunkedHead.apply(fn, meta, C, len(extras), *tensors)
     else:
         outs = _run_chunks(fn, meta, C, tensors, len(extras))
+    if idx is not None:  # back to every position, 0 where no logit was computed
+        outs = [o.new_zeros(N, *o.shape[1:]).index_copy(0, idx, o) for o in outs]
     return tuple(o.reshape(B, T, *o.shape[1:]) for o in outs)
 
 
@@ -331,10 +435,11 @@ def topk_overlap(a: Head, b: Head, k: int, chunk: int | None = None) -> torch.Te
 
 @torch.no_grad()
 def score(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT, *,
-          dtype: str | torch.dtype = "float32", temperature: float = 1.0, chunk: int | None = None) -> torch.Tensor:
+          dtype: str | torch.dtype = "float32", temperature: float = 1.0, chunk: int | None = None,
+          packed: bool = False) -> torch.Tensor:
     """Per-token log-probs ``[B, T]`` of given completions, 0 at padding (= sampling.score, no [B,T,V])."""
     head = model_head(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion_mask_BT, dtype=dtype,
-                      temperature=temperature)
+                      temperature=temperature, packed=packed)
     return token_logprobs(head, completion_ids_BT, chunk) * completion_mask_BT
 
 
@@ -345,4 +450,5 @@ def score_mb(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, completion
     chunked head (:func:`score`): memory of one micro-batch, never ``[B, T, V]``."""
     return per_micro_batch(mbs, completion_ids_BT, lambda mb: score(
         model, mb.prompt(prompt_ids_BP), mb.prompt(prompt_mask_BP), mb.completion(completion_ids_BT),
-        mb.completion(completion_mask_BT), dtype=dtype or "float32", temperature=temperature, chunk=chunk or None))
+        mb.completion(completion_mask_BT), dtype=dtype or "float32", temperature=temperature, chunk=chunk or None,
+        packed=mb.packed))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from shiftkit import advantages, logprobs
+from shiftkit.errors import ShiftkitError
 # the per-token measures on full logits live in shiftkit.logprobs; these names are what opd.diagnostics calls
 from shiftkit.logprobs import entropy_from_logits, jsd_from_logits  # noqa: F401
 from shiftkit.logprobs import topk_overlap_from_logits as topk_overlap  # noqa: F401
@@ -75,19 +76,49 @@ def kl_k3(logp_BT: torch.Tensor, ref_logp_BT: torch.Tensor, clamp: bool = True) 
     return kl_BT.clamp(-K3_VALUE_CLAMP, K3_VALUE_CLAMP) if clamp else kl_BT
 
 
-def _clipped_surrogate(ratio: torch.Tensor, adv: torch.Tensor, clip_low: float | None,
-                       clip_high: float | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A)`` and where the clipped term won.
+PPO_LOG_RATIO_CLAMP = 20.0  # clip_dual (verl's vanilla PPO loss): the log-ratio is clamped to [-20, 20] before exp
+
+
+def ppo_clip(clip_low: float = 0.0, clip_high: float = 0.0, clip_dual: float = 0.0) -> dict:
+    """The loops' config keys ``clip_low`` / ``clip_high`` / ``clip_dual`` as the keyword arguments of
+    :func:`policy_loss` (and :func:`candidate_policy_loss`, :func:`direct_opd_full_vocab_loss`): the one
+    rule every command shares (``shiftkit rl``, ``opd``, ``agent train``).
+
+    ``0`` means off, never "a clip at ratio 1": ``clip_low=0`` leaves the lower side unbounded,
+    ``clip_high=0`` is the same as ``clip_low`` (so both 0 is no clipping, the REINFORCE surrogate),
+    ``clip_dual=0`` is no dual clip. Negative values, and a dual clip at or below 1, are errors.
+    """
+    if clip_low < 0 or clip_high < 0:
+        raise ShiftkitError(f"clip_low and clip_high must be >= 0 (0 = off), got {clip_low} and {clip_high}")
+    if clip_dual and clip_dual <= 1.0:
+        raise ShiftkitError(f"clip_dual must be > 1 (verl's clip_ratio_c, e.g. 3) or 0 (off), got {clip_dual}")
+    return {"clip_low": clip_low or None, "clip_high": (clip_high or clip_low) or None, "clip_dual": clip_dual or None}
+
+
+def _clipped_surrogate(ratio: torch.Tensor, adv: torch.Tensor, clip_low: float | None, clip_high: float | None,
+                       clip_dual: float | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A)``, where the clipped term won, and
+    where the dual clip won.
 
     ``clip_high=None`` means "same as ``clip_low``"; ``clip_low=None`` leaves the lower side unbounded,
     so ``clip_low=None, clip_high=h`` clips the ratio above only; both ``None``: no clipping.
+    ``clip_dual=c`` (dual-clip PPO, arXiv 1912.09729; verl's ``clip_ratio_c``): where ``A < 0`` the
+    surrogate is at least ``c * A``, so the loss of a token whose ratio has grown far above 1 is capped at
+    ``-c * A`` (and its gradient is 0 there).
     """
     pg1 = ratio * adv
     hi = clip_low if clip_high is None else clip_high
+    none = torch.zeros_like(pg1, dtype=torch.bool)
     if clip_low is None and hi is None:
-        return pg1, torch.zeros_like(pg1, dtype=torch.bool)
-    pg2 = ratio.clamp(None if clip_low is None else 1.0 - clip_low, None if hi is None else 1.0 + hi) * adv
-    return torch.minimum(pg1, pg2), pg2 < pg1
+        s, clipped = pg1, none
+    else:
+        pg2 = ratio.clamp(None if clip_low is None else 1.0 - clip_low, None if hi is None else 1.0 + hi) * adv
+        s, clipped = torch.minimum(pg1, pg2), pg2 < pg1
+    if clip_dual is None:
+        return s, clipped, none
+    pg3 = clip_dual * adv
+    dual = (adv < 0) & (pg3 > s)
+    return torch.where(dual, pg3, s), clipped, dual
 
 
 def candidate_policy_loss(
@@ -98,6 +129,7 @@ def candidate_policy_loss(
     *,
     clip_low: float | None = None,
     clip_high: float | None = None,
+    clip_dual: float | None = None,
     aggregation: str = "token_mean",
     num_tokens=None,
     num_seqs=None,
@@ -106,16 +138,25 @@ def candidate_policy_loss(
     **summed over K**, then aggregated over valid positions (official 3-D branch of verl's vanilla PPO
     loss; Direct-OPD's ``student_topk``/``full_vocab``). :func:`policy_loss` is its K = 1 case. At
     ratio 1 the gradient is ``-sum_k A_k grad logp_k / N``. ``adv_BTK`` is treated as a constant.
+
+    ``clip_dual`` (see :func:`_clipped_surrogate`) is verl's vanilla PPO loss exactly: the dual clip on
+    negative advantages, and the log-ratio clamped to ``[-20, 20]`` before ``exp`` (verl's
+    ``compute_policy_loss_vanilla``). Without it the log-ratio is not clamped. Metrics: ``clip_frac``
+    (the ratio clip won), ``dual_clip_frac`` (the dual clip won), ``ratio_mean``.
     """
     valid_BT1 = mask_BT.bool().unsqueeze(-1)
     valid_BTK = valid_BT1.expand_as(logp_BTK)
-    ratio_BTK = torch.exp(torch.where(valid_BTK, logp_BTK - old_logp_BTK.detach(), torch.zeros_like(logp_BTK)))
+    log_ratio_BTK = torch.where(valid_BTK, logp_BTK - old_logp_BTK.detach(), torch.zeros_like(logp_BTK))
+    if clip_dual is not None:
+        log_ratio_BTK = log_ratio_BTK.clamp(-PPO_LOG_RATIO_CLAMP, PPO_LOG_RATIO_CLAMP)
+    ratio_BTK = torch.exp(log_ratio_BTK)
     adv_BTK = torch.where(valid_BTK, adv_BTK.detach(), torch.zeros_like(adv_BTK))
-    surrogate_BTK, clipped_BTK = _clipped_surrogate(ratio_BTK, adv_BTK, clip_low, clip_high)
+    surrogate_BTK, clipped_BTK, dual_BTK = _clipped_surrogate(ratio_BTK, adv_BTK, clip_low, clip_high, clip_dual)
     loss = aggregate(-surrogate_BTK.sum(-1), mask_BT, aggregation, num_tokens, num_seqs)
     m = mask_BT.bool()
     metrics = {
         "clip_frac": masked_mean(clipped_BTK.float().mean(-1), m).detach(),
+        "dual_clip_frac": masked_mean(dual_BTK.float().mean(-1), m).detach(),
         "ratio_mean": masked_mean(ratio_BTK.mean(-1), m).detach(),
     }
     return loss, metrics
@@ -129,6 +170,7 @@ def policy_loss(
     *,
     clip_low: float | None = None,
     clip_high: float | None = None,
+    clip_dual: float | None = None,
     aggregation: str = "token_mean",
     num_tokens=None,
     num_seqs=None,
@@ -140,10 +182,11 @@ def policy_loss(
     ``ratio_t = exp(logp_t - old_logp_t)``. ``clip_high=None``: same as ``clip_low``;
     ``clip_low=None``: no lower clip (with ``clip_high`` set, the ratio is clipped above only).
     With neither it is the plain on-policy REINFORCE surrogate ``-ratio_t * A_t`` (gradient
-    ``-A_t * grad logp_t`` at ratio 1).
+    ``-A_t * grad logp_t`` at ratio 1). ``clip_dual``: verl's dual clip (:func:`candidate_policy_loss`).
+    The loops' keys become these arguments by one rule, :func:`ppo_clip` (0 = off).
     """
     return candidate_policy_loss(logp_BT.unsqueeze(-1), old_logp_BT.unsqueeze(-1), adv_BT.unsqueeze(-1), mask_BT,
-                                 clip_low=clip_low, clip_high=clip_high, aggregation=aggregation,
+                                 clip_low=clip_low, clip_high=clip_high, clip_dual=clip_dual, aggregation=aggregation,
                                  num_tokens=num_tokens, num_seqs=num_seqs)
 
 
@@ -229,6 +272,7 @@ def direct_opd_full_vocab_loss(
     clip: float = 0.0,
     clip_low: float | None = None,
     clip_high: float | None = None,
+    clip_dual: float | None = None,
     aggregation: str = "token_mean",
     num_tokens=None,
     num_seqs=None,
@@ -263,8 +307,8 @@ def direct_opd_full_vocab_loss(
         m_C1 = m_C[:, None]  # each position is one "row" of length 1; its weight is in the advantage
         adv = adv * keep_C[:, None]  # the top-q position mask, as the loop's adv * keep
         loss, _ = candidate_policy_loss(s_lp[:, None], base_lp[:, None], (adv * w_C[:, None])[:, None], m_C1,
-                                               clip_low=clip_low, clip_high=clip_high, aggregation="token_mean",
-                                               num_tokens=1.0)
+                                               clip_low=clip_low, clip_high=clip_high, clip_dual=clip_dual,
+                                               aggregation="token_mean", num_tokens=1.0)
         C = m_C.shape[0]
         d = delta.detach() * m_C1.to(delta.dtype)
         # the chunk's scalar loss, spread evenly over its C positions so that concatenating and summing adds it up

@@ -12,6 +12,13 @@ Trimming is exact because of the batch layout (:mod:`shiftkit.sampling`): prompt
 completions right-padded and positions are ``cumsum(mask) - 1``, so dropping all-padding columns
 changes no real token's position or attention.
 
+No wasted work: rows whose loss has no gradient (:func:`rows_with_gradient`: advantage 0 everywhere
+and no KL term) enter no micro-batch (``keep_B``), with the global counts unchanged, so the update is
+the one over every row; no row left, no micro-batch, and the loop skips the forward, the backward and
+the optimizer step. ``packing`` (the ``packing`` key): each micro-batch's rows run as one sequence
+without padding (:func:`shiftkit.logprobs.packed_head`), the budget counting real tokens; equal to the
+padded update to fp32 rounding (the matmuls see other shapes), so it is a key, off by default.
+
 Mixed precision: the model stays in fp32 (the *master* weights; the optimizer's state follows the
 parameters' dtype, so it is fp32 too, :func:`check_fp32_master`) and the training forward runs its
 matmuls in bf16 under autocast (``autocast=bfloat16``: :func:`autocast_dtype` is the ``dtype`` of
@@ -37,6 +44,7 @@ class MicroBatch:
     p_start: int
     t_stop: int
     scale: float = 1.0  # 0 for a filler that only keeps ranks in step (see micro_batches(d=...))
+    packed: bool = False  # the forward packs the rows into one sequence (no padding; shiftkit.logprobs.model_head)
 
     def rows_of(self, x_B: torch.Tensor) -> torch.Tensor:
         """Per-row tensors (``[B, ...]``, e.g. sequence advantages): this micro-batch's rows."""
@@ -63,18 +71,26 @@ class MicroBatch:
 
 
 def micro_batches(prompt_mask_BP: torch.Tensor, completion_mask_BT: torch.Tensor, token_budget: int | None = None,
-                  *, sort_by_length: bool = False, d=None) -> list[MicroBatch]:
-    """Split a batch into micro-batches of at most ``token_budget`` padded tokens each.
+                  *, sort_by_length: bool = False, d=None, keep_B: torch.Tensor | None = None,
+                  packed: bool = False) -> list[MicroBatch]:
+    """Split a batch into micro-batches of at most ``token_budget`` tokens each.
 
     A micro-batch's cost is ``rows * (prompt columns + completion columns)`` after trimming its own
-    padding. Rows are packed greedily in batch order (``sort_by_length``: longest first, which
-    wastes less padding); a single row longer than the budget forms a micro-batch of its own.
-    ``token_budget`` None or 0: one micro-batch holding every row (still trimmed).
+    padding, or with ``packed`` (the padding-free forward, :func:`shiftkit.logprobs.model_head`) its
+    real tokens, ``sum(prompt + completion lengths)``. Rows are packed greedily in batch order
+    (``sort_by_length``: longest first, which wastes less padding); a single row longer than the budget
+    forms a micro-batch of its own. ``token_budget`` None or 0: one micro-batch holding every row
+    (still trimmed).
+
+    ``keep_B`` (bool ``[B]``): only these rows enter the micro-batches; the others get no forward or
+    backward. The update drops rows that carry no gradient this way (advantage 0 everywhere and no KL):
+    the losses are normalised by the global counts of the whole batch (:func:`global_counts`), so the
+    dropped rows' terms, exactly 0, are all that changes. No row kept: no micro-batch.
 
     ``d`` (a Dist, or anything with ``world``): every rank gets the same number of micro-batches, the
-    largest count over ranks; a rank with fewer repeats its last micro-batch with ``scale=0``
-    (its loss is multiplied by 0, see :func:`accumulating`). FSDP all-gathers parameters in every forward, so
-    ranks running different numbers of forwards would hang.
+    largest count over ranks; a rank with fewer repeats its last micro-batch (or, with none, row 0)
+    with ``scale=0`` (its loss is multiplied by 0, see :func:`accumulating`). FSDP all-gathers parameters
+    in every forward, so ranks running different numbers of forwards would hang.
     """
     if token_budget is not None and token_budget < 0:
         raise ShiftkitError(f"token_budget must be >= 0 (0 = no limit), got {token_budget}")
@@ -86,31 +102,57 @@ def micro_batches(prompt_mask_BP: torch.Tensor, completion_mask_BT: torch.Tensor
     idx_T = torch.arange(1, T + 1)
     c_len_B = (c_mask * idx_T).amax(-1) if T else torch.zeros(B, dtype=torch.long)
     order = sorted(range(B), key=lambda i: -int(p_len_B[i] + c_len_B[i])) if sort_by_length else list(range(B))
+    if keep_B is not None:
+        keep = keep_B.bool().cpu()
+        order = [i for i in order if keep[i]]
     groups: list[list[int]] = []
     cur: list[int] = []
-    mp = mt = 0
+    mp = mt = tokens = 0
     for i in order:
         np_, nt = max(mp, int(p_len_B[i])), max(mt, int(c_len_B[i]), 1 if T else 0)
-        if cur and token_budget and (len(cur) + 1) * (np_ + nt) > token_budget:
+        n_i = int(p_len_B[i] + c_len_B[i])
+        cost = tokens + n_i if packed else (len(cur) + 1) * (np_ + nt)
+        if cur and token_budget and cost > token_budget:
             groups.append(cur)
-            cur, np_, nt = [], int(p_len_B[i]), max(int(c_len_B[i]), 1 if T else 0)
+            cur, np_, nt, tokens = [], int(p_len_B[i]), max(int(c_len_B[i]), 1 if T else 0), 0
         cur.append(i)
-        mp, mt = np_, nt
+        mp, mt, tokens = np_, nt, tokens + n_i
     if cur:
         groups.append(cur)
-    out = []
-    for g in groups:
-        rows = torch.tensor(sorted(g), dtype=torch.long)
-        p_keep = max(1, int(p_len_B[rows].max())) if P else 0
-        t_keep = max(1, int(c_len_B[rows].max())) if T else 0
-        out.append(MicroBatch(rows, P - min(P, p_keep), min(T, t_keep)))
+    out = [_trimmed(torch.tensor(sorted(g), dtype=torch.long), p_len_B, c_len_B, P, T, packed) for g in groups]
     if d is not None and getattr(d, "world", 1) > 1:
         import torch.distributed as dist
 
         n = torch.tensor(len(out), dtype=torch.long, device=getattr(d, "device", "cpu"))  # NCCL: a device tensor
         dist.all_reduce(n, op=dist.ReduceOp.MAX)
-        out += [dataclasses.replace(out[-1], scale=0.0)] * (int(n) - len(out))
+        if int(n) > len(out):
+            last = out[-1] if out else _trimmed(torch.zeros(1, dtype=torch.long), p_len_B, c_len_B, P, T, packed)
+            out += [dataclasses.replace(last, scale=0.0)] * (int(n) - len(out))
     return out
+
+
+def _trimmed(rows: torch.Tensor, p_len_B: torch.Tensor, c_len_B: torch.Tensor, P: int, T: int,
+             packed: bool) -> MicroBatch:
+    p_keep = max(1, int(p_len_B[rows].max())) if P else 0
+    t_keep = max(1, int(c_len_B[rows].max())) if T else 0
+    return MicroBatch(rows, P - min(P, p_keep), min(T, t_keep), packed=packed)
+
+
+def rows_with_gradient(adv: torch.Tensor, mask_BT: torch.Tensor | None = None, *, other_terms: bool = False) -> torch.Tensor:
+    """Bool ``[B]``: the rows whose loss has a gradient, the rows :func:`micro_batches` keeps (``keep_B``).
+
+    A policy-gradient row with advantage 0 at every valid position (and every candidate: ``adv`` is
+    ``[B]``, ``[B, T]`` or ``[B, T, K]``; ``mask_BT`` the valid positions) contributes exactly 0 to the
+    gradient; ``other_terms`` (a KL or an entropy term in the loss) keeps every row.
+    """
+    B = adv.shape[0]
+    if other_terms:
+        return torch.ones(B, dtype=torch.bool)
+    nz = adv != 0
+    if mask_BT is not None and adv.dim() > 1:
+        m = mask_BT.bool().to(adv.device)
+        nz = nz & (m if adv.dim() == 2 else m.unsqueeze(-1))
+    return nz.reshape(B, -1).any(-1).cpu()
 
 
 def per_micro_batch(mbs: list[MicroBatch], like_BT: torch.Tensor, fn: Callable[[MicroBatch], torch.Tensor]) -> torch.Tensor:
@@ -215,7 +257,8 @@ class MemoryConfig:
     Memory then grows with the micro-batch (``token_budget``) and the logit chunk, not with the batch
     or the vocabulary; the defaults change no number of a run (one micro-batch, fp32, full fine-tuning)."""
 
-    token_budget: int = 0  # padded tokens (rows x prompt+completion columns) per micro-batch of the update and of scoring; 0 = the whole batch at once
+    token_budget: int = 0  # padded tokens (rows x prompt+completion columns; with packing, real tokens) per micro-batch of the update and of scoring; 0 = the whole batch at once
+    packing: bool = False  # padding-free update and scoring: each micro-batch's rows packed into one sequence (position ids restart per row; varlen attention under flash-attention, a block-causal mask otherwise); equal to the padded update to float rounding
     rollout_rows: int = 0  # rollout rows sampled at once (bounds the KV cache); 0 = all rows of the step
     logit_chunk: int = 0  # positions per chunk of the chunked log-softmax (0 = about 64 MB of fp32 logits per chunk)
     grad_checkpointing: bool = False  # recompute each layer's activations in the backward (HF activation checkpointing)

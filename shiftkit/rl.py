@@ -2,9 +2,12 @@
 
 Per step: draw ``prompts_per_step`` training problems from ``(seed, step)``; sample
 ``group_size`` completions each (KV-cache sampler, per-row seeds); reward each with the task's
-exact checker; group-relative advantages (:func:`shiftkit.advantages.group_advantages`); then
+exact checker; group-relative advantages (:func:`shiftkit.advantages.group_advantages`); with
+``dynamic_sampling`` (DAPO), refill rounds of fresh prompts replace the groups without signal; then
 ``ppo_epochs`` passes of the shared policy loss (:func:`shiftkit.losses.policy_loss`) with optional
-PPO clipping and an optional k3 KL to the reference policy (the starting model). The run directory,
+PPO clipping and an optional k3 KL to the reference policy (the starting model). Rows that carry no
+gradient (advantage 0 and no KL) get no forward or backward, and a step where no row does skips the
+update entirely; ``packing`` runs the update padding-free (:mod:`shiftkit.microbatch`). The run directory,
 resume, logging and checkpoints are the training kit's (:mod:`shiftkit.loopkit`). Under ``accelerate launch`` each rank takes a strided share
 of the prompt groups and losses are normalised by global token/sequence counts, so N processes give
 the single-process update.
@@ -13,6 +16,7 @@ the single-process update.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from pathlib import Path
 
@@ -32,7 +36,7 @@ from shiftkit.prompts import CHAT_TEMPLATE_RULES, PromptKeys
 from shiftkit.rewards import RewardKeys
 from shiftkit.remote import RolloutSync, logprob_gap, served_rollouts
 from shiftkit.runs import KEEP_CHECKPOINTS
-from shiftkit.sampling import Rollouts
+from shiftkit.sampling import Rollouts, concat_rollouts
 
 
 @dataclasses.dataclass
@@ -58,6 +62,8 @@ class GRPOConfig(MemoryConfig, DataKeys, HeldOutKeys, PromptKeys, RewardKeys, Di
     adv_scale: str = "std"  # std (GRPO) | none (Dr. GRPO)
     clip_low: float = 0.0  # PPO clip; 0 = no lower clip (and clip_high 0 too: no clipping, REINFORCE surrogate)
     clip_high: float = 0.0  # 0 = same as clip_low
+    clip_dual: float = 0.0  # dual-clip PPO (verl's clip_ratio_c, e.g. 3): a token with advantage A < 0 loses at most -clip_dual * A, and the log-ratio is clamped to +-20 as verl does; 0 = off
+    dynamic_sampling: int = 0  # DAPO dynamic sampling: at most this many extra rounds of prompts_per_step prompts per step, whose groups with signal replace the groups without (all rewards equal); 0 = off
     ppo_epochs: int = 1  # passes over each batch
     kl_coef: float = 0.0  # k3 KL to the reference (the starting model); 0 = no reference model
     kl_clamp: bool = True  # clamp the k3 log-ratio to [-20, 20] and the k3 to 10, as verl's low_var_kl
@@ -84,6 +90,9 @@ class GRPOConfig(MemoryConfig, DataKeys, HeldOutKeys, PromptKeys, RewardKeys, Di
             raise ShiftkitError(f"rl: aggregation must be token_mean or seq_mean, got '{self.aggregation}'")
         if self.adv_scale not in ("std", "none"):
             raise ShiftkitError(f"rl: adv_scale must be std or none, got '{self.adv_scale}'")
+        if self.dynamic_sampling < 0:
+            raise ShiftkitError(f"rl: dynamic_sampling must be >= 0 (extra sampling rounds; 0 = off), got {self.dynamic_sampling}")
+        losses.ppo_clip(self.clip_low, self.clip_high, self.clip_dual)  # the ranges (0 = off)
         self.check_data("rl")
         check_dependent(self, GRPO_DEPENDENT, "rl")
         self.validate_memory("rl")
@@ -97,13 +106,16 @@ GRPO_DEPENDENT = {**CHAT_TEMPLATE_RULES, **kit.SAMPLES_RULES, **kit.CHECKPOINT_R
                   "rollout_sync": (lambda c: bool(c.rollout_url), "with served rollouts (rollout_url)")}
 
 
-def rollout_stats(roll: Rollouts, train_logp_BT: torch.Tensor) -> dict:
-    """Length and EOS rate of this rank's rollouts, and the sampler - trainer log-prob gap on their tokens."""
+def rollout_stats(roll: Rollouts, train_logp_BT: torch.Tensor, trained_B: torch.Tensor) -> dict:
+    """Length and EOS rate of this rank's rollouts, and the sampler - trainer log-prob gap on the tokens
+    of the rows the update ran on (``trained_B``; none: no gap)."""
     m = roll.completion_mask_BT.float()
-    gap = logprob_gap(roll.logp_BT, train_logp_BT, roll.completion_mask_BT)
-    return {"response_len": float(m.sum(-1).mean()), "eos_rate": float(roll.eos_B.float().mean()),
-            "rollout/logprob_gap": gap["mean_abs"], "rollout/logprob_gap_max_abs": gap["max_abs"],
-            "rollout/logprob_gap_mean_signed": gap["mean_signed"]}
+    out = {"response_len": float(m.sum(-1).mean()), "eos_rate": float(roll.eos_B.float().mean())}
+    if bool(trained_B.any()):
+        gap = logprob_gap(roll.logp_BT, train_logp_BT, roll.completion_mask_BT * trained_B[:, None].to(m.device))
+        out.update({"rollout/logprob_gap": gap["mean_abs"], "rollout/logprob_gap_max_abs": gap["max_abs"],
+                    "rollout/logprob_gap_mean_signed": gap["mean_signed"]})
+    return out
 
 
 def run_grpo(cfg: GRPOConfig) -> dict:
@@ -125,80 +137,166 @@ def run_grpo(cfg: GRPOConfig) -> dict:
     kit.first_eval(st, eval_fn)
     if client is not None:  # the server samples from the run's policy (the start, or the resumed checkpoint)
         client.sync_weights(model, tok, run.path / "rollout_weights", d)
-    clip_low, clip_high = cfg.clip_low or None, (cfg.clip_high or cfg.clip_low) or None  # 0 = no clip
-    off_policy = kit.needs_old_logprobs(cfg.clip_low, cfg.clip_high, cfg.ppo_epochs, cfg.top_p)
-    dtype, chunk = microbatch.autocast_dtype(cfg.autocast), cfg.logit_chunk or None
-    P, G = cfg.prompts_per_step, cfg.group_size
+    sample_fn = client.rollout if client is not None else lambda *a, **k: kit.rollout(model, *a, **k)
     row: dict = {}
     for step in range(st.start, cfg.steps):
         t0 = time.time()
-        problems = inp.ds.draw(cfg.seed, step, P)
-        sample_fn = client.rollout if client is not None else lambda *a, **k: kit.rollout(model, *a, **k)
-        mine, roll = sample_fn(tok, inp.prompts_for(problems), G, cfg.seed, step, d, rows=cfg.rollout_rows,
-                               max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p)
-        t_sample = time.time() - t0
-        ex_B = [problems[i] for i in mine for _ in range(G)]
-        res = inp.rewards.score(ex_B, roll.texts, step=step, completion_ids=[
-            x[m.bool()].tolist() for x, m in zip(roll.completion_ids_BT, roll.completion_mask_BT)])
-        rewards_B = torch.tensor(res.total).nan_to_num(0.0)
-        adv_B = advantages.group_advantages(rewards_B, G, cfg.adv_scale) * torch.tensor(res.scorable)
-        mask_BT = roll.completion_mask_BT
-        adv_BT = adv_B[:, None].expand_as(mask_BT).to(d.device)
-        args = (roll.prompt_ids_BP, roll.prompt_mask_BP, roll.completion_ids_BT, mask_BT)
-        mbs = microbatch.micro_batches(roll.prompt_mask_BP, mask_BT, cfg.token_budget, d=d)  # memory: one micro-batch
-        t1 = time.time()
-        old_logp_BT = (logprobs.score_mb(model, *args, mbs, dtype=dtype, temperature=cfg.temperature, chunk=chunk)
-                       if off_policy else None)
-        ref_logp_BT = (logprobs.score_mb(ref, *args, mbs, dtype=dtype, temperature=cfg.temperature, chunk=chunk)
-                       if ref is not None else None)
-        d.release(ref)
-        t_score = time.time() - t1
-        n_tok, n_seq = d.sum(mask_BT.sum()), P * G
-        has_signal = bool(d.sum((adv_B != 0).sum()) > 0) or ref is not None
-        t2 = time.time()
+        b = grpo_batch(cfg, inp, tok, sample_fn, step, d)
         kit.set_lr(opt, kit.lr_at(step, cfg.lr, cfg.warmup, cfg.steps, cfg.schedule))
-        train_logp_BT = torch.zeros_like(roll.logp_BT)  # the trainer's log-probs of the sampled tokens, before the update
-        for epoch in range(cfg.ppo_epochs):
-            opt.zero_grad(set_to_none=True)
-            loss_sum, clip_sum, ent_sum, kl_sum = torch.zeros(()), 0.0, 0.0, 0.0
-            for mb in microbatch.accumulating(ddp_model, mbs):  # no_sync until the last micro-batch
-                m_bt, ids_bt = mb.completion(mask_BT), mb.completion(roll.completion_ids_BT)
-                head = logprobs.model_head(ddp_model, mb.prompt(roll.prompt_ids_BP), mb.prompt(roll.prompt_mask_BP),
-                                           ids_bt, m_bt, dtype=dtype, temperature=cfg.temperature)
-                logp_bt, ent_bt = logprobs.token_logprobs_entropy(head, ids_bt, chunk)
-                old = mb.completion(old_logp_BT) if old_logp_BT is not None else logp_bt.detach()
-                loss, pm = losses.policy_loss(logp_bt, old, mb.completion(adv_BT), m_bt, clip_low=clip_low,
-                                              clip_high=clip_high, aggregation=cfg.aggregation, num_tokens=n_tok,
-                                              num_seqs=n_seq)
-                n = float(m_bt.sum()) * mb.scale
-                if ref_logp_BT is not None:
-                    kl_loss, kl_mean = losses.kl_penalty(logp_bt, mb.completion(ref_logp_BT), m_bt, cfg.kl_coef,
-                                                         cfg.aggregation, n_tok, n_seq, clamp=cfg.kl_clamp)
-                    loss = loss + kl_loss
-                    kl_sum += float(kl_mean) * n
-                loss = loss * mb.scale  # 0 for a filler micro-batch that only keeps ranks in step
-                (loss * d.world).backward()  # the loss is a global-count mean: summed over micro-batches and ranks
-                loss_sum = loss_sum + loss.detach().float().cpu()
-                clip_sum += float(pm["clip_frac"]) * n
-                ent_sum += float((ent_bt.detach() * m_bt).sum()) * mb.scale
-                if epoch == 0 and mb.scale:
-                    mb.put(train_logp_BT, logp_bt.detach())
-            gnorm = kit.clip_and_step(model, opt, cfg.grad_clip, skip=not has_signal)
-        t_update = time.time() - t2
+        u = grpo_update(cfg, model, ddp_model, ref, opt, b, d)
         if client is not None:  # the next step samples from the updated policy
             client.sync_weights(model, tok, run.path / "rollout_weights", d)
-        n_mine = max(float(mask_BT.sum()), 1.0)
-        per_reward = {k: v for k, v in res.metrics.items() if k.startswith("rewards/")}
-        row = {"loss": float(loss_sum), "reward": float(d.sum(rewards_B.sum()) / n_seq),
-               **rollout_stats(roll, train_logp_BT), **per_reward, "entropy": ent_sum / n_mine, "kl": kl_sum / n_mine,
-               "clip_frac": clip_sum / n_mine, "grad_norm": gnorm, "lr": opt.param_groups[0]["lr"],
-               "micro_batches": len(mbs), "frac_groups_with_signal": float((rewards_B.view(-1, G).std(-1) > 0).float().mean()),
-               "time/sample": t_sample, "time/score": t_score, "time/update": t_update, "step_time": time.time() - t0}
+        row = {"loss": u.pop("loss"), **b.metrics,
+               **rollout_stats(b.roll, u.pop("train_logp_BT"), u.pop("trained_B")), **u,
+               "lr": opt.param_groups[0]["lr"], "time/sample": b.t_sample, "step_time": time.time() - t0}
         kit.write_samples(st, step, cfg.samples_every, lambda: kit.samples_rows(
-            step, ex_B, roll.texts, {"total": res.total, **({} if len(res.per_reward) == 1 else res.per_reward)},
-            adv_B.tolist(), cfg.samples_n))
+            step, b.examples, b.roll.texts, b.rewards, b.adv_B.tolist(), cfg.samples_n))
         kit.log_step(st, step, row, cfg.steps, cfg.eval_every, eval_fn, reward=f"{row['reward']:.2f}")
         kit.checkpoint(st, step, cfg.steps, cfg.save_every, model, tok, opt)
     summary = {"out": str(run.final), "steps": cfg.steps, "train_seconds": time.time() - st.t_start,
                "final_reward": row.get("reward")}
     return kit.close_run(st, model, tok, summary, row)
+
+
+@dataclasses.dataclass
+class GroupBatch:
+    """One step's training batch on this rank: whole groups (row ``k * G + j`` is sample ``j`` of group ``k``)."""
+
+    roll: Rollouts
+    examples: list  # each row's problem
+    rewards: dict[str, list[float]]  # "total" (NaN: unscorable) and, with several rewards, each one's values
+    adv_B: torch.Tensor  # group advantages (0 on unscorable rows and in groups without signal)
+    metrics: dict  # the first round's reward metrics and signal; dynamic sampling's counts
+    t_sample: float  # seconds spent sampling
+
+
+def grpo_batch(cfg: GRPOConfig, inp, tok, sample_fn, step: int, d: Dist) -> GroupBatch:
+    """Sample and reward this step's groups; group advantages.
+
+    ``dynamic_sampling = R`` (DAPO's dynamic sampling, with a budget: verl's ``filter_groups`` with
+    ``max_num_gen_batches = R + 1``): while some rank's batch has groups without signal (all rewards
+    equal, so advantage 0), up to ``R`` refill rounds each draw ``prompts_per_step`` fresh prompts and
+    sample them (round ``r`` of step ``s`` is batch ``steps + s * R + r - 1`` of the same seeded
+    stream, never one of the run's own steps); each rank keeps as many groups as its first round had:
+    its groups with signal in draw order, then, if the budget ran out, its first round's groups without
+    signal. ``R = 0`` is the plain step. The logged ``reward`` and ``frac_groups_with_signal`` are the
+    first round's (the policy's own rate, comparable across settings).
+    """
+    P, G = cfg.prompts_per_step, cfg.group_size
+    parts, t_sample = [], 0.0
+    for r in itertools.count():
+        draw = step if r == 0 else cfg.steps + step * cfg.dynamic_sampling + r - 1
+        problems = inp.ds.draw(cfg.seed, draw, P)
+        t = time.time()
+        mine, roll = sample_fn(tok, inp.prompts_for(problems), G, cfg.seed, draw, d, rows=cfg.rollout_rows,
+                               max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p)
+        t_sample += time.time() - t
+        ex_B = [problems[i] for i in mine for _ in range(G)]
+        res = inp.rewards.score(ex_B, roll.texts, step=step, completion_ids=[
+            x[m.bool()].tolist() for x, m in zip(roll.completion_ids_BT, roll.completion_mask_BT)])
+        adv_B = advantages.group_advantages(torch.tensor(res.total), G, cfg.adv_scale)  # NaN (unscorable): 0
+        parts.append((roll, ex_B, {"total": res.total, **({} if len(res.per_reward) == 1 else res.per_reward)},
+                      adv_B, (adv_B.view(-1, G) != 0).any(-1)))
+        missing = len(mine) - sum(int(p[4].sum()) for p in parts)
+        if r == 0:
+            total0, res0 = torch.tensor(res.total).nan_to_num(0.0), res
+        if r == cfg.dynamic_sampling or float(d.sum(max(missing, 0))) == 0:
+            break
+    metrics = {"reward": float(d.sum(total0.sum()) / (P * G)),
+               **{k: v for k, v in res0.metrics.items() if k.startswith("rewards/")},
+               "frac_groups_with_signal": float(parts[0][4].float().mean()) if len(parts[0][4]) else 0.0}
+    if cfg.dynamic_sampling == 0:
+        roll, ex_B, rewards, adv_B, _ = parts[0]
+        return GroupBatch(roll, ex_B, rewards, adv_B, metrics, t_sample)
+    n_groups = len(parts[0][4])
+    picks = [(r, k) for r, p in enumerate(parts) for k in range(len(p[4])) if p[4][k]]
+    picks = (picks + [(0, k) for k in range(n_groups) if not parts[0][4][k]])[:n_groups]
+    first = [0]
+    for p in parts[:-1]:
+        first.append(first[-1] + len(p[1]))
+    rows = [first[r] + k * G + j for r, k in sorted(picks) for j in range(G)]
+    examples = [ex for p in parts for ex in p[1]]
+    rewards = {k: [v for p in parts for v in p[2][k]] for k in parts[0][2]}
+    adv_B = torch.cat([p[3] for p in parts])[rows]
+    metrics.update({"dynamic/rounds": len(parts), "dynamic/frac_groups_with_signal":
+                    float((adv_B.view(-1, G) != 0).any(-1).float().mean()) if n_groups else 0.0})
+    roll = concat_rollouts([p[0] for p in parts], tok.pad_token_id) if len(parts) > 1 else parts[0][0]
+    return GroupBatch(take_rows(roll, rows), [examples[i] for i in rows], {k: [v[i] for i in rows]
+                      for k, v in rewards.items()}, adv_B, metrics, t_sample)
+
+
+def take_rows(roll: Rollouts, rows: list[int]) -> Rollouts:
+    """The rollouts of ``rows`` (every tensor field indexed, every list field picked)."""
+    def pick(v):
+        if torch.is_tensor(v):
+            return v[torch.tensor(rows, dtype=torch.long, device=v.device)]
+        return [v[i] for i in rows] if isinstance(v, list) else v
+
+    return dataclasses.replace(roll, **{f.name: pick(getattr(roll, f.name)) for f in dataclasses.fields(roll)})
+
+
+def grpo_update(cfg: GRPOConfig, model, ddp_model, ref, opt, b: GroupBatch, d: Dist) -> dict:
+    """``ppo_epochs`` passes of the policy loss (+ the k3 KL) over the micro-batches, then the clipped step.
+
+    A row with advantage 0 everywhere and no KL term adds exactly 0 to the gradient, so it gets no
+    forward or backward (``micro_batches(keep_B=...)``); the losses keep the whole batch's global counts,
+    so the update is the one over every row (bit for bit when each row is its own micro-batch, to float
+    rounding otherwise). No row left (a step without signal): no forward, no backward, no optimizer step.
+    Returns the step's metrics, the trainer's log-probs ``train_logp_BT`` of the sampled tokens before
+    the update, and ``trained_B`` (the rows the update ran on, this rank).
+    """
+    roll, G = b.roll, cfg.group_size
+    mask_BT = roll.completion_mask_BT
+    dtype, chunk = microbatch.autocast_dtype(cfg.autocast), cfg.logit_chunk or None
+    trained_B = microbatch.rows_with_gradient(b.adv_B, other_terms=ref is not None)
+    adv_BT = b.adv_B[:, None].expand_as(mask_BT).to(d.device)
+    args = (roll.prompt_ids_BP, roll.prompt_mask_BP, roll.completion_ids_BT, mask_BT)
+    mbs = microbatch.micro_batches(roll.prompt_mask_BP, mask_BT, cfg.token_budget, d=d, keep_B=trained_B,
+                                   packed=cfg.packing)  # memory: one micro-batch at a time
+    clip = losses.ppo_clip(cfg.clip_low, cfg.clip_high, cfg.clip_dual)
+    off_policy = kit.needs_old_logprobs(cfg.clip_low, cfg.clip_high, cfg.ppo_epochs, cfg.top_p)
+    t1 = time.time()
+    old_logp_BT = (logprobs.score_mb(model, *args, mbs, dtype=dtype, temperature=cfg.temperature, chunk=chunk)
+                   if off_policy and mbs else None)
+    ref_logp_BT = (logprobs.score_mb(ref, *args, mbs, dtype=dtype, temperature=cfg.temperature, chunk=chunk)
+                   if ref is not None else None)
+    d.release(ref)  # FSDP: the frozen reference's gathered shards
+    t_score, t2 = time.time() - t1, time.time()
+    n_tok, n_seq = d.sum(mask_BT.sum()), cfg.prompts_per_step * G
+    train_logp_BT = torch.zeros_like(roll.logp_BT)  # the trainer's log-probs of the sampled tokens, before the update
+    for epoch in range(cfg.ppo_epochs):
+        opt.zero_grad(set_to_none=True)
+        loss_sum, clip_sum, dual_sum, ent_sum, kl_sum = torch.zeros(()), 0.0, 0.0, 0.0, 0.0
+        for mb in microbatch.accumulating(ddp_model, mbs):  # no_sync until the last micro-batch
+            m_bt, ids_bt = mb.completion(mask_BT), mb.completion(roll.completion_ids_BT)
+            head = logprobs.model_head(ddp_model, mb.prompt(roll.prompt_ids_BP), mb.prompt(roll.prompt_mask_BP),
+                                       ids_bt, m_bt, dtype=dtype, temperature=cfg.temperature, packed=mb.packed)
+            logp_bt, ent_bt = logprobs.token_logprobs_entropy(head, ids_bt, chunk)
+            old = mb.completion(old_logp_BT) if old_logp_BT is not None else logp_bt.detach()
+            loss, pm = losses.policy_loss(logp_bt, old, mb.completion(adv_BT), m_bt, **clip,
+                                          aggregation=cfg.aggregation, num_tokens=n_tok, num_seqs=n_seq)
+            n = float(m_bt.sum()) * mb.scale
+            if ref_logp_BT is not None:
+                kl_loss, kl_mean = losses.kl_penalty(logp_bt, mb.completion(ref_logp_BT), m_bt, cfg.kl_coef,
+                                                     cfg.aggregation, n_tok, n_seq, clamp=cfg.kl_clamp)
+                loss = loss + kl_loss
+                kl_sum += float(kl_mean) * n
+            loss = loss * mb.scale  # 0 for a filler micro-batch that only keeps ranks in step
+            (loss * d.world).backward()  # the loss is a global-count mean: summed over micro-batches and ranks
+            loss_sum = loss_sum + loss.detach().float().cpu()
+            clip_sum += float(pm["clip_frac"]) * n
+            dual_sum += float(pm["dual_clip_frac"]) * n
+            ent_sum += float((ent_bt.detach() * m_bt).sum()) * mb.scale
+            if epoch == 0 and mb.scale:
+                mb.put(train_logp_BT, logp_bt.detach())
+        gnorm = kit.clip_and_step(model, opt, cfg.grad_clip, skip=not mbs)
+    n_mine = max(float(mask_BT.sum()), 1.0)
+    n_trained = float((mask_BT * trained_B[:, None].to(mask_BT.device)).sum())
+    out = {"loss": float(loss_sum), "train_logp_BT": train_logp_BT, "trained_B": trained_B,
+           "kl": kl_sum / n_mine, "clip_frac": clip_sum / n_mine, "grad_norm": gnorm, "micro_batches": len(mbs),
+           "update_rows": int(trained_B.sum()), "time/score": t_score, "time/update": time.time() - t2}
+    if n_trained:  # the entropy of the rows the update ran on
+        out["entropy"] = ent_sum / n_trained
+    if cfg.clip_dual:
+        out["dual_clip_frac"] = dual_sum / n_mine
+    return out

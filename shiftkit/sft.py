@@ -73,6 +73,8 @@ class SFTConfig(microbatch.MemoryConfig, DataKeys, CompletionKey, HeldOutKeys, P
         check_dependent(self, {**CHAT_TEMPLATE_RULES, **kit.CHECKPOINT_RULES}, "sft")
         if self.rollout_rows:
             raise ShiftkitError("sft: rollout_rows does not apply (SFT samples nothing); leave it at 0")
+        if self.packing:
+            raise ShiftkitError("sft: packing is not supported here yet (rl, opd and agent train pack); leave it false")
         self.check_data("sft")
         arith = bool(self.tasks) or is_arith(self.data)
         if self.data and not arith and self.error_rate != 0.6:

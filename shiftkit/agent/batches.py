@@ -51,10 +51,12 @@ def collate(examples: list[tuple[list[int], list[int]]], pad_id: int, logps: lis
     return {**out, "rollout_logp_BT": lp_BT}
 
 
-def policy_logp(model, batch: dict, dtype=None, chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def policy_logp(model, batch: dict, dtype=None, chunk: int | None = None,
+                packed: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probs ``[B, T]`` of the rest tokens and the per-position entropy (no grad), from
-    the chunked head (:mod:`shiftkit.logprobs`: no ``[B, T, V]``)."""
-    head = logprobs.model_head(model, batch["prompt_BP"], batch["pmask_BP"], batch["rest_BT"], batch["valid_BT"], dtype=dtype)
+    the chunked head (:mod:`shiftkit.logprobs`: no ``[B, T, V]``; ``packed``: the padding-free forward)."""
+    head = logprobs.model_head(model, batch["prompt_BP"], batch["pmask_BP"], batch["rest_BT"], batch["valid_BT"],
+                               dtype=dtype, packed=packed)
     lp_BT, ent_BT = logprobs.token_logprobs_entropy(head, batch["rest_BT"], chunk)
     return lp_BT, ent_BT.detach()
 

@@ -52,6 +52,7 @@ from shiftkit.io import read_jsonl
 from shiftkit.models import WEAK_SPEC, load_model_and_tokenizer, make_char_tokenizer, make_tiny_model, prepare_policy
 from shiftkit.models import save_model
 from shiftkit.remote import RolloutSync, logprob_gap, served_rollouts
+from shiftkit.rl import GRPOConfig
 from shiftkit.runs import KEEP_CHECKPOINTS
 from shiftkit.sampling import sample
 
@@ -137,12 +138,14 @@ class AgenticRLConfig(microbatch.MemoryConfig):
     lr: float = 3e-4  # 1e-3 collapsed PPO on seed 1 (reward 0.36 -> 0.03 by step 20); 3e-4 is stable
     critic_lr: float = 2e-3
     ppo_epochs: int = 2
-    clip_low: float = 0.2
-    clip_high: float = 0.28
+    clip_low: float = 0.2  # PPO clip below (0 = off: no lower clip), the same rule as shiftkit rl (losses.ppo_clip)
+    clip_high: float = 0.28  # PPO clip above (0 = same as clip_low; both 0: no clipping)
+    clip_dual: float = GRPOConfig.clip_dual  # dual-clip PPO on negative advantages (verl's clip_ratio_c, e.g. 3); 0 = off
     gamma: float = 1.0
     lam: float = 0.95
     value_clip: float = 0.2
     whiten_advantages: bool = True
+    whiten_unbiased: bool = False  # whiten with the Bessel-corrected variance (verl's masked_whiten); default the biased one
     value_pretrain_steps: int = 30
     value_pretrain_batches: int = 4  # distinct rollout batches the critic is pretrained on (cycled)
     grad_clip: float = 1.0
@@ -168,6 +171,9 @@ class AgenticRLConfig(microbatch.MemoryConfig):
             raise ShiftkitError("agentic rl: grpo needs group_size >= 2")
         self.validate_memory("agentic rl")
         check_dependent(self, kit.CHECKPOINT_RULES, "agentic rl")
+        losses.ppo_clip(self.clip_low, self.clip_high, self.clip_dual)  # the ranges (0 = off)
+        if self.whiten_unbiased and (self.algo != "ppo" or not self.whiten_advantages):
+            raise ShiftkitError("agentic rl: whiten_unbiased applies with algo=ppo and whiten_advantages=true")
         if self.rollout_rows:
             raise ShiftkitError("agentic rl: rollout_rows does not apply (episodes are sampled turn by turn); leave it at 0")
 
@@ -294,7 +300,8 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
         batch = collate(rows, tok.pad_token_id, lps)
         gen_BT = batch["gen_BT"]
         r_B = torch.tensor([e.reward for e in eps])
-        mbs = microbatch.micro_batches(batch["pmask_BP"], batch["valid_BT"], cfg.token_budget, d=d)  # memory: one micro-batch
+        mbs = microbatch.micro_batches(batch["pmask_BP"], batch["valid_BT"], cfg.token_budget, d=d,
+                                       packed=cfg.packing)  # memory: one micro-batch at a time
         train = {k: v for k, v in batch.items() if k != "rollout_logp_BT"}
         with torch.no_grad():
             old_logp_BT = logprobs.score_mb(policy, train["prompt_BP"], train["pmask_BP"], train["rest_BT"],
@@ -306,31 +313,19 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
         else:
             adv_BT, ret_BT = advantages.gae(advantages.terminal_rewards(r_B, gen_BT), old_v_BT, gen_BT, cfg.gamma, cfg.lam)
             if cfg.whiten_advantages:
-                adv_BT = advantages.whiten(adv_BT, gen_BT, d=d)  # mean and variance over every rank's tokens
+                adv_BT = advantages.whiten(adv_BT, gen_BT, unbiased=cfg.whiten_unbiased, d=d)  # over every rank's tokens
         has_signal = bool(d.sum((adv_BT != 0).sum()) > 0)  # e.g. GRPO with every group all-right or all-wrong
         ev_critic = losses.explained_variance(old_v_BT, returns_mc(r_B, gen_BT), gen_BT) if critic is not None else None
         n_gen = d.sum(gen_BT.sum()).float()  # the global count: losses are global-count means
-        for _ in range(cfg.ppo_epochs):
-            opt.zero_grad(set_to_none=True)
-            loss_sum, clip_sum, ent_sum = torch.zeros(()), 0.0, 0.0
-            for mb in microbatch.accumulating(train_policy, mbs):
-                b = micro(train, mb)
-                logp_bt, ent_bt = policy_logp(train_policy, b, dtype, chunk)
-                loss, pm = losses.policy_loss(logp_bt, mb.completion(old_logp_BT), mb.completion(adv_BT), b["gen_BT"],
-                                         clip_low=cfg.clip_low, clip_high=cfg.clip_high, num_tokens=n_gen)
-                clip_sum += float(pm["clip_frac"]) * float(b["gen_BT"].sum()) * mb.scale
-                ent_sum += float((ent_bt * b["gen_BT"]).sum()) * mb.scale
-                loss = loss * mb.scale
-                (loss * d.world).backward()
-                loss_sum = loss_sum + loss.detach().float().cpu()
-            gnorm = kit.clip_and_step(policy, opt, cfg.grad_clip, skip=not has_signal)
-            if critic is not None:
-                vloss, vmse = value_update(train_critic, copt, d, train, mbs, old_v_BT, ret_BT, n_gen, cfg)
+        u = policy_update(cfg, policy, train_policy, opt, d, train, adv_BT, old_logp_BT, dtype=dtype, chunk=chunk)
+        gnorm, loss_sum, clip_sum, ent_sum, n_trained = u
+        for _ in range(cfg.ppo_epochs if critic is not None else 0):  # the critic: as many passes (it shares nothing)
+            vloss, vmse = value_update(train_critic, copt, d, train, mbs, old_v_BT, ret_BT, n_gen, cfg)
         n = max(float(gen_BT.sum()), 1.0)  # this rank's tokens (clip_frac, entropy: rank 0's share)
         stats = {k: float(d.sum(v * len(eps))) / (P * G) for k, v in episode_stats(eps, batch).items()}  # global
         row = {**stats, "loss": float(loss_sum), "clip_frac": float(clip_sum / n),
-               "micro_batches": len(mbs), "entropy": ent_sum / n, "grad_norm": gnorm, "has_signal": has_signal,
-               "step_time": time.time() - t0}
+               "micro_batches": len(mbs), **({"entropy": ent_sum / n_trained} if n_trained else {}),
+               "grad_norm": gnorm, "has_signal": has_signal, "step_time": time.time() - t0}
         if critic is not None:
             row.update({"value_loss": vloss, "value_mse": vmse, "critic_explained_variance": ev_critic})
         if client is not None:  # the server's log-probs vs the trainer's for the same tokens, then the new weights
@@ -344,6 +339,36 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
     with d.gathered(policy):  # the final evaluation, on every rank
         summary = run_summary(cfg, st, extra, eval_fn)
     return kit.close_run(st, policy, tok, summary, row)
+
+
+def policy_update(cfg: AgenticRLConfig, policy, train_policy, opt, d, train: dict, adv_BT, old_logp_BT, *, dtype,
+                  chunk):
+    """``ppo_epochs`` passes of :func:`shiftkit.losses.policy_loss` (clip keys by :func:`shiftkit.losses.ppo_clip`),
+    then the clipped step. Rows with advantage 0 on every generated token carry no gradient: they get no forward
+    or backward (the loss keeps the whole batch's token count), and a batch without any skips the step.
+    ``train_policy``: ``policy`` as the launcher wraps it (DDP, or the FSDP2-sharded module itself), for the
+    forward and backward. Returns ``(grad norm, loss, clip sum, entropy sum over the trained rows, their
+    generated tokens)``."""
+    gen_BT = train["gen_BT"]
+    trained_B = microbatch.rows_with_gradient(adv_BT, gen_BT)
+    mbs = microbatch.micro_batches(train["pmask_BP"], train["valid_BT"], cfg.token_budget, d=d, keep_B=trained_B,
+                                   packed=cfg.packing)
+    clip, n_gen = losses.ppo_clip(cfg.clip_low, cfg.clip_high, cfg.clip_dual), d.sum(gen_BT.sum()).float()
+    for _ in range(cfg.ppo_epochs):
+        opt.zero_grad(set_to_none=True)
+        loss_sum, clip_sum, ent_sum = torch.zeros(()), 0.0, 0.0
+        for mb in microbatch.accumulating(train_policy, mbs):
+            b = micro(train, mb)
+            logp_bt, ent_bt = policy_logp(train_policy, b, dtype, chunk, packed=mb.packed)
+            loss, pm = losses.policy_loss(logp_bt, mb.completion(old_logp_BT), mb.completion(adv_BT), b["gen_BT"],
+                                          **clip, num_tokens=n_gen)
+            clip_sum += float(pm["clip_frac"]) * float(b["gen_BT"].sum()) * mb.scale
+            ent_sum += float((ent_bt * b["gen_BT"]).sum()) * mb.scale
+            loss = loss * mb.scale
+            (loss * d.world).backward()
+            loss_sum = loss_sum + loss.detach().float().cpu()
+        gnorm = kit.clip_and_step(policy, opt, cfg.grad_clip, skip=not mbs)
+    return gnorm, loss_sum, clip_sum, ent_sum, float((gen_BT * trained_B[:, None]).sum())
 
 
 def value_update(critic, copt, d, train: dict, mbs: list, old_v_BT, ret_BT, n_gen, cfg: AgenticRLConfig):
@@ -414,7 +439,7 @@ def kernel_rl_step(events_list: list[list[dict]], policy, tok, algo: str = "ppo"
         adv, ret = advantages.gae(advantages.terminal_rewards(r_B, gen), old_v, gen, gamma, lam)
         adv = advantages.whiten(adv, gen)
     logp, _ = policy_logp(policy, batch)
-    loss, pm = losses.policy_loss(logp, old_logp, adv, gen, clip_low=clip_low, clip_high=clip_high)
+    loss, pm = losses.policy_loss(logp, old_logp, adv, gen, **losses.ppo_clip(clip_low, clip_high))
     opt.zero_grad(set_to_none=True)
     loss.backward()
     m["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0))

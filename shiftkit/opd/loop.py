@@ -120,6 +120,7 @@ class OPDConfig(microbatch.MemoryConfig, DataKeys, PromptKeys, RewardKeys, OPDKe
     grad_clip: float = GRPOConfig.grad_clip
     clip_low: float = GRPOConfig.clip_low  # PPO clip (0 = off: with one epoch the update is REINFORCE, as official)
     clip_high: float = GRPOConfig.clip_high  # 0 = same as clip_low; set alone, it clips the ratio above only
+    clip_dual: float = GRPOConfig.clip_dual  # dual-clip PPO on negative advantages (verl's clip_ratio_c, e.g. 3); 0 = off
     ppo_epochs: int = GRPOConfig.ppo_epochs
     determinism_tol: float = 1e-4
     guard_patience: int = 5  # consecutive collapsed steps before stopping (0 = guard off)
@@ -143,6 +144,7 @@ class OPDConfig(microbatch.MemoryConfig, DataKeys, PromptKeys, RewardKeys, OPDKe
             raise ShiftkitError("opd: steps, prompts_per_step and samples_per_prompt must be positive")
         if self.grpo_weight and self.samples_per_prompt < 2:
             raise ShiftkitError("opd: grpo_weight needs samples_per_prompt >= 2 (the GRPO group)")
+        losses.ppo_clip(self.clip_low, self.clip_high, self.clip_dual)  # the ranges (0 = off)
         if self.prompts and (self.data or self.tasks):
             raise ShiftkitError("opd: prompts= is an alias of data=; give one source (data, prompts or tasks)")
         kit.check_report_to(self.report_to)
@@ -303,7 +305,6 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
     alpha = st.extra.get("alpha", cfg.kl_coef if cfg.kl_mode != "none" else 0.0)
     eval_fn = held_out_eval(model, tok, src, cfg.max_new_tokens) if cfg.eval_every and src.rewards else None
     kit.first_eval(st, eval_fn, stage=stage, global_step=step_offset)
-    clip_low, clip_high = cfg.clip_low or None, (cfg.clip_high or cfg.clip_low) or None  # 0 = no clip
     off_policy = kit.needs_old_logprobs(cfg.clip_low, cfg.clip_high, cfg.ppo_epochs, cfg.top_p)
     P, G, seed = cfg.prompts_per_step, cfg.samples_per_prompt, cfg.seed + 7919 * stage
     dtype, chunk = microbatch.autocast_dtype(cfg.autocast), cfg.logit_chunk or None
@@ -317,7 +318,8 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
         mask_BT, comp_BT = roll.completion_mask_BT, roll.completion_ids_BT
         args = (roll.prompt_ids_BP, roll.prompt_mask_BP, comp_BT, mask_BT)
         n_tok, n_seq = d.sum(mask_BT.sum()), P * G
-        mbs = microbatch.micro_batches(roll.prompt_mask_BP, mask_BT, cfg.token_budget, d=d)  # memory: one micro-batch
+        mbs = microbatch.micro_batches(roll.prompt_mask_BP, mask_BT, cfg.token_budget, d=d,
+                                       packed=cfg.packing)  # memory: one micro-batch at a time
         # -- the per-token signal (shiftkit.advantages), micro-batch by micro-batch, no [B, T, V] -----
         sig = opd_signal(cfg, model, teacher, ref, roll, mbs, dtype=dtype, chunk=chunk, keep_old=off_policy,
                          sampled_rows=cfg.samples_n if kit.samples_due(st, step, cfg.samples_every) else 0)
@@ -331,48 +333,24 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
         if src.rewards is not None:
             res = src.rewards.score(ex_B, roll.texts, step=step)
             rewards_B = torch.tensor(res.total).nan_to_num(0.0)
-        outcome_B = ((advantages.group_advantages(rewards_B, G) * torch.tensor(res.scorable)).to(d.device)
-                     if cfg.grpo_weight else None)
+        outcome_B = advantages.group_advantages(torch.tensor(res.total), G).to(d.device) if cfg.grpo_weight else None
         wr_mean = float(d.sum((sig.reward_BT * mask_BT).sum()) / n_tok.clamp(min=1))
         if cfg.kl_mode == "adaptive":
             alpha = advantages.adaptive_kl_coef(alpha, wr_mean, cfg.kl_eps, cfg.kl_min, cfg.kl_max)
         # -- update ----------------------------------------------------------------------------------
-        t5 = time.time()
         kit.set_lr(opt, kit.lr_at(step, cfg.lr, cfg.warmup, cfg.steps, cfg.schedule))
-        for epoch in range(cfg.ppo_epochs):
-            opt.zero_grad(set_to_none=True)
-            loss_sum, pg_loss, kl_sum, clip_sum = torch.zeros(()), 0.0, 0.0, 0.0
-            for mb in microbatch.accumulating(ddp_model, mbs):  # no_sync until the last micro-batch
-                m_bt = mb.completion(mask_BT)
-                s = logprobs.model_head(ddp_model, mb.prompt(roll.prompt_ids_BP), mb.prompt(roll.prompt_mask_BP),
-                                        mb.completion(comp_BT), m_bt, dtype=dtype, temperature=cfg.temperature)
-                loss, lp_bt, pm = opd_policy_loss(cfg, s, sig, mb, comp_BT, mask_BT, outcome_B, on_policy=not off_policy,
-                                                  clip_low=clip_low, clip_high=clip_high, num_tokens=n_tok,
-                                                  num_seqs=n_seq, chunk=chunk)
-                n = float(m_bt.sum()) * mb.scale
-                pg_loss += float(loss.detach()) * mb.scale
-                clip_sum += float(pm["clip_frac"]) * n
-                if anchor_logp_BT is not None and alpha > 0:
-                    kl_loss, kl_mean = losses.kl_penalty(lp_bt, mb.completion(anchor_logp_BT), m_bt, alpha,
-                                                         cfg.aggregation, n_tok, n_seq, clamp=cfg.kl_clamp)
-                    loss = loss + kl_loss
-                    kl_sum += float(kl_mean) * n
-                loss = loss * mb.scale  # 0 for a filler micro-batch that only keeps ranks in step
-                (loss * d.world).backward()  # global-count means: summed over micro-batches and ranks
-                loss_sum = loss_sum + loss.detach().float().cpu()
-            gnorm = kit.clip_and_step(model, opt, cfg.grad_clip)
-        t_update = time.time() - t5
+        u = opd_update(cfg, model, ddp_model, opt, d, roll, mbs, sig, outcome_B, anchor_logp_BT, alpha,
+                       off_policy=off_policy, dtype=dtype, chunk=chunk)
         n_mine = max(float(mask_BT.sum()), 1.0)
-        kl_mean, clip_frac = kl_sum / n_mine, clip_sum / n_mine
+        kl_mean, clip_frac = u.pop("kl_sum") / n_mine, u.pop("clip_sum") / n_mine
         # -- log, collapse guard, checkpoint ---------------------------------------------------------
         diag = opd_diagnostics(sig.moments, sig.pos_BT, mask_BT)
         eos_rate, resp_len = float(d.sum(roll.eos_B.sum()) / n_seq), float(n_tok / n_seq)
-        row = {"stage": stage, "global_step": step_offset + step + 1, "loss": float(loss_sum),
-               "pg_loss": float(pg_loss), **diag, "reward/weighted_mean": wr_mean, "kl/alpha": alpha,
+        row = {"stage": stage, "global_step": step_offset + step + 1, "loss": u.pop("loss"),
+               "pg_loss": u.pop("pg_loss"), **diag, "reward/weighted_mean": wr_mean, "kl/alpha": alpha,
                "kl/k3": float(kl_mean), "response_len": resp_len, "eos_rate": eos_rate,
-               "clip_frac": float(clip_frac), "grad_norm": gnorm, "lr": opt.param_groups[0]["lr"],
-               "micro_batches": len(mbs), "time/sample": t_sample, **sig.times, "time/anchor_score": t_anchor,
-               "time/update": t_update, "step_time": time.time() - t0}
+               "clip_frac": float(clip_frac), "lr": opt.param_groups[0]["lr"], **u, "time/sample": t_sample,
+               **sig.times, "time/anchor_score": t_anchor, "step_time": time.time() - t0}
         if rewards_B is not None:
             row["reward"] = float(d.sum(rewards_B.sum()) / n_seq)
             row.update({k: v for k, v in res.metrics.items() if k.startswith("rewards/")})
@@ -389,6 +367,52 @@ def _run_stage(cfg: OPDConfig, teacher, ref, start_path: str, run: RunDir, d: Di
     summary = {"out": str(run.final), "stage": stage, "steps": cfg.steps, "train_seconds": time.time() - st.t_start,
                "final_alpha": alpha, "final_reward": row.get("reward"), **summary_extra}
     return kit.close_run(st, model, tok, summary, row)
+
+
+def opd_update(cfg: OPDConfig, model, ddp_model, opt, d: Dist, roll, mbs: list, sig: "Signal", outcome_B,
+               anchor_logp_BT, alpha: float, *, off_policy: bool, dtype, chunk) -> dict:
+    """``ppo_epochs`` passes of the candidate surrogate (+ ``alpha`` k3 KL to the anchor), then the clipped step.
+
+    Rows whose advantage is 0 at every valid position and candidate, with no KL (``alpha = 0`` or no
+    anchor) and no outcome advantage, add exactly 0 to the gradient: they get no forward or backward
+    (``micro_batches(keep_B=...)``; the losses keep the whole batch's counts). ``full_vocab`` builds its
+    advantages in the loss, so every row is kept. No row left: no optimizer step.
+    """
+    mask_BT, comp_BT = roll.completion_mask_BT, roll.completion_ids_BT
+    n_tok, n_seq = d.sum(mask_BT.sum()), cfg.prompts_per_step * cfg.samples_per_prompt
+    keep_B = None
+    if sig.adv_BTK is not None:  # full_vocab builds its advantages in the loss: every row is kept
+        keep_B = microbatch.rows_with_gradient(sig.adv_BTK, mask_BT, other_terms=anchor_logp_BT is not None and alpha > 0)
+        keep_B = keep_B | (microbatch.rows_with_gradient(outcome_B) if outcome_B is not None else False)
+        mbs = microbatch.micro_batches(roll.prompt_mask_BP, mask_BT, cfg.token_budget, d=d, keep_B=keep_B,
+                                       packed=cfg.packing)
+    clip = losses.ppo_clip(cfg.clip_low, cfg.clip_high, cfg.clip_dual)
+    t5 = time.time()
+    for epoch in range(cfg.ppo_epochs):
+        opt.zero_grad(set_to_none=True)
+        loss_sum, pg_loss, kl_sum, clip_sum = torch.zeros(()), 0.0, 0.0, 0.0
+        for mb in microbatch.accumulating(ddp_model, mbs):  # no_sync until the last micro-batch
+            m_bt = mb.completion(mask_BT)
+            s = logprobs.model_head(ddp_model, mb.prompt(roll.prompt_ids_BP), mb.prompt(roll.prompt_mask_BP),
+                                    mb.completion(comp_BT), m_bt, dtype=dtype, temperature=cfg.temperature,
+                                    packed=mb.packed)
+            loss, lp_bt, pm = opd_policy_loss(cfg, s, sig, mb, comp_BT, mask_BT, outcome_B, on_policy=not off_policy,
+                                              **clip, num_tokens=n_tok, num_seqs=n_seq, chunk=chunk)
+            n = float(m_bt.sum()) * mb.scale
+            pg_loss += float(loss.detach()) * mb.scale
+            clip_sum += float(pm["clip_frac"]) * n
+            if anchor_logp_BT is not None and alpha > 0:
+                kl_loss, kl_mean = losses.kl_penalty(lp_bt, mb.completion(anchor_logp_BT), m_bt, alpha,
+                                                     cfg.aggregation, n_tok, n_seq, clamp=cfg.kl_clamp)
+                loss = loss + kl_loss
+                kl_sum += float(kl_mean) * n
+            loss = loss * mb.scale  # 0 for a filler micro-batch that only keeps ranks in step
+            (loss * d.world).backward()  # global-count means: summed over micro-batches and ranks
+            loss_sum = loss_sum + loss.detach().float().cpu()
+        gnorm = kit.clip_and_step(model, opt, cfg.grad_clip, skip=not mbs)
+    return {"loss": float(loss_sum), "pg_loss": float(pg_loss), "kl_sum": kl_sum, "clip_sum": clip_sum,
+            "grad_norm": gnorm, "micro_batches": len(mbs), "update_rows": len(mask_BT) if keep_B is None else
+            int(keep_B.sum()), "time/update": time.time() - t5}
 
 
 def delta_summary(sig: "Signal", mask_BT: torch.Tensor, n: int) -> dict[str, list]:
@@ -457,11 +481,11 @@ def opd_signal(cfg: OPDConfig, model, teacher, ref, roll, mbs: list, *, dtype, c
     times = dict.fromkeys(("time/student_forward", "time/teacher_score", "time/ref_score"), 0.0)
     for mb in mbs:
         a = (mb.prompt(roll.prompt_ids_BP), mb.prompt(roll.prompt_mask_BP), mb.completion(comp_BT), mb.completion(mask_BT))
-        s, dt = _timed(logprobs.model_head, model, *a, dtype=dtype, temperature=cfg.temperature)
+        s, dt = _timed(logprobs.model_head, model, *a, dtype=dtype, temperature=cfg.temperature, packed=mb.packed)
         times["time/student_forward"] += dt
-        t, dt = _timed(logprobs.model_head, teacher, *a, dtype=cfg.score_dtype)
+        t, dt = _timed(logprobs.model_head, teacher, *a, dtype=cfg.score_dtype, packed=mb.packed)
         times["time/teacher_score"] += dt
-        r, dt = _timed(logprobs.model_head, ref, *a, dtype=cfg.score_dtype) if direct else (None, 0.0)
+        r, dt = _timed(logprobs.model_head, ref, *a, dtype=cfg.score_dtype, packed=mb.packed) if direct else (None, 0.0)
         times["time/ref_score"] += dt
         if mb.scale == 0:
             continue  # a filler: its forwards only keep FSDP-sharded models in step across ranks
@@ -514,7 +538,7 @@ def sampled_delta(cfg: OPDConfig, t: logprobs.Head, r: logprobs.Head, ids_bt: to
 
 
 def opd_policy_loss(cfg: OPDConfig, s: logprobs.Head, sig: Signal, mb: microbatch.MicroBatch, comp_BT, mask_BT, outcome_B, *,
-                    on_policy: bool, clip_low, clip_high, num_tokens, num_seqs, chunk):
+                    on_policy: bool, clip_low, clip_high, clip_dual=None, num_tokens, num_seqs, chunk):
     """One micro-batch's candidate PPO surrogate (:func:`shiftkit.losses.candidate_policy_loss`, or
     :func:`shiftkit.losses.direct_opd_full_vocab_loss` over every token), with the outcome advantage
     as one more candidate (``grpo_weight``). Returns ``(loss, log p(sampled) [b, t], metrics)``."""
@@ -526,13 +550,14 @@ def opd_policy_loss(cfg: OPDConfig, s: logprobs.Head, sig: Signal, mb: microbatc
         keep = None if sig.keep_BT is None else mb.completion(sig.keep_BT)
         loss, _ = losses.direct_opd_full_vocab_loss(s, t, r, m_bt, old=old, keep_BT=keep, scale=cfg.reward_scale,
                                                     clip=cfg.delta_clip, clip_low=clip_low, clip_high=clip_high,
-                                                    chunk=chunk, **agg)
+                                                    clip_dual=clip_dual, chunk=chunk, **agg)
         lp_bt = logprobs.token_logprobs(s, c_bt, chunk)
         pm = {"clip_frac": torch.tensor(0.0)}
         if outcome_B is not None:
             out_bt = (cfg.grpo_weight * mb.rows_of(outcome_B).float())[:, None].expand_as(lp_bt).to(lp_bt.device)
             old_bt = lp_bt.detach() if on_policy else mb.completion(sig.old_lp_BT)
-            l2, pm = losses.policy_loss(lp_bt, old_bt, out_bt, m_bt, clip_low=clip_low, clip_high=clip_high, **agg)
+            l2, pm = losses.policy_loss(lp_bt, old_bt, out_bt, m_bt, clip_low=clip_low, clip_high=clip_high,
+                                        clip_dual=clip_dual, **agg)
             loss = loss + l2
         return loss, lp_bt, pm
     ids_btk = mb.completion(sig.ids_BTK)
@@ -544,7 +569,8 @@ def opd_policy_loss(cfg: OPDConfig, s: logprobs.Head, sig: Signal, mb: microbatc
         old_bt = lp_bt.detach() if on_policy else mb.completion(sig.old_lp_BT)
         lp_btk, adv = advantages.with_outcome_advantage(lp_btk, adv, lp_bt, mb.rows_of(outcome_B), cfg.grpo_weight)
         old = torch.cat([old, old_bt.unsqueeze(-1)], -1)
-    loss, pm = losses.candidate_policy_loss(lp_btk, old, adv, m_bt, clip_low=clip_low, clip_high=clip_high, **agg)
+    loss, pm = losses.candidate_policy_loss(lp_btk, old, adv, m_bt, clip_low=clip_low, clip_high=clip_high,
+                                            clip_dual=clip_dual, **agg)
     return loss, lp_bt, pm
 
 
