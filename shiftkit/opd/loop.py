@@ -255,6 +255,9 @@ def preflight(cfg: OPDConfig, d: Dist) -> tuple[list[dict], dict, object]:
         gap = pf.check_determinism({**scorers, "student": student}, student, stok, prompts, cfg.score_dtype,
                                    cfg.determinism_tol)
         info["determinism_gap"] = max(info["determinism_gap"], gap)
+        if ref is not None:  # the shift's anatomy on the student's own samples; warns if EOS/format dominate
+            info.setdefault("shift_anatomy", []).append(pf.check_shift_anatomy(student, stok, teacher, ref, prompts,
+                                                                               st, warn=d.is_main))
         stages.append({"cfg": st, "teacher": teacher, "ref": ref})
     del student
     return stages, info, inp
@@ -282,7 +285,7 @@ def run_opd(cfg: OPDConfig) -> dict:
         summaries.append(s)
         start_path, offset = s["out"], offset + st["cfg"].steps
     summary = {**summaries[-1], "method": cfg.method, "steps": offset, "train_seconds": time.time() - t0,
-               "determinism_gap": info["determinism_gap"]}
+               "determinism_gap": info["determinism_gap"], "shift_anatomy": info.get("shift_anatomy", [])}
     if len(stages) > 1:
         summary["stages"] = summaries
         if d.is_main:

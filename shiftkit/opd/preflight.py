@@ -6,9 +6,15 @@
    mismatch is an error that names the differing tokens; ``allow_tokenizer_mismatch=true`` overrides.
 3. Scorer determinism: scoring the same batch twice, and one row alone vs inside the padded batch,
    agree within ``tol`` nats (Delta is a small difference of two log-probs; noise must be far below it).
+4. Shift anatomy (a warning, not an error): on the student's own samples, the share of what the
+   pair's signal pushes up (and down) that is end-of-sequence, format or content tokens
+   (:func:`shiftkit.opd.diagnostics.shift_anatomy`). A weak model that RL taught mostly to stop (e.g. a
+   pruned model repairing its own EOS) transfers exactly that; the warning names it before any step.
 """
 
 from __future__ import annotations
+
+import sys
 
 import torch
 
@@ -109,3 +115,68 @@ def check_determinism(scorers, student, tok, prompts, dtype: str, tol: float) ->
                             f"differs by {gap:.2e} nats > determinism_tol={tol:g} (dtype {dtype}); Delta would be "
                             "dominated by noise; use score_dtype=float32 or raise determinism_tol explicitly")
     return gap
+
+
+ANATOMY_PROMPTS = 8  # prompts of the anatomy check, sampled ANATOMY_SAMPLES times each by the student
+ANATOMY_SAMPLES = 2
+ANATOMY_MAX_TOKENS = 1024  # the run's max_new_tokens, capped: the check must see completions end
+ANATOMY_THRESHOLD = 0.5  # warn when EOS + format take at least this share of the push up (or down)
+
+
+@torch.no_grad()
+def shift_anatomy_of(student, tok, teacher, ref, prompts: list[str], *, top_k: int = 16, max_new_tokens: int = 256,
+                     temperature: float = 1.0, top_p: float = 1.0, score_dtype: str = "float32",
+                     seed: int = 4321) -> dict:
+    """The pair's shift anatomy on the student's own samples (the rendered ``prompts``, each sampled
+    :data:`ANATOMY_SAMPLES` times at the run's temperature), at the student's top-K candidates with
+    Delta scored as the loop scores it (every reward mode: the sampled mode's update has the same
+    expectation). Returns :func:`~shiftkit.opd.diagnostics.shift_anatomy` plus ``dominated_by``, the
+    student's EOS rate and mean length on these samples, and what was sampled."""
+    from shiftkit import advantages as A
+    from shiftkit import logprobs as LP
+    from shiftkit.opd.diagnostics import shift_anatomy, shift_dominated_by, token_class_table
+    from shiftkit.sampling import sample
+
+    ps = [p for p in prompts[:ANATOMY_PROMPTS] for _ in range(ANATOMY_SAMPLES)]
+    mnt = min(max_new_tokens, ANATOMY_MAX_TOKENS)
+    roll = sample(student, tok, ps, max_new_tokens=mnt, temperature=temperature, top_p=top_p, seed=seed)
+    args = (roll.prompt_ids_BP, roll.prompt_mask_BP, roll.completion_ids_BT, roll.completion_mask_BT)
+    s = LP.model_head(student, *args, dtype=score_dtype, temperature=temperature)
+    ids, s_lp = LP.student_topk(s, top_k)
+    t_lp = LP.gather_logprobs(LP.model_head(teacher, *args, dtype=score_dtype), ids)
+    r_lp = LP.gather_logprobs(LP.model_head(ref, *args, dtype=score_dtype), ids)
+    eos_ids = set()
+    for c in (getattr(student, "generation_config", None), getattr(student, "config", None)):
+        e = getattr(c, "eos_token_id", None)
+        eos_ids |= set(e) if isinstance(e, (list, tuple)) else ({e} if e is not None else set())
+    an = shift_anatomy(t_lp - r_lp, A.topk_weights(s_lp), ids, roll.completion_mask_BT,
+                       token_class_table(tok, s.vocab, eos_ids))
+    an["dominated_by"] = shift_dominated_by(an, ANATOMY_THRESHOLD)
+    an.update({"top_k": top_k, "rollouts": len(ps), "max_new_tokens": mnt,
+               "student_eos_rate": float(roll.eos_B.float().mean()),
+               "student_len": float(roll.completion_mask_BT.sum(-1).float().mean())})
+    return an
+
+
+def anatomy_warning(an: dict) -> str | None:
+    """The one-line warning for an anatomy that :func:`shift_dominated_by` flags, else None."""
+    if not an.get("dominated_by"):
+        return None
+    what = "likelier" if an["side"] == "up" else "rarer"
+    return (f"warning: the teacher pair's shift on the student's own samples is dominated by {an['dominated_by']} "
+            f"tokens (of what it makes {what}: EOS {100 * an['eos_share']:.0f}%, format "
+            f"{100 * an['format_share']:.0f}%, content {100 * an['content_share']:.0f}%; mean Delta at EOS "
+            f"{an['eos_delta']:+.2f}). Direct-OPD would mostly transfer when to stop or how to lay out the answer, "
+            "not the task skill; check that the weak model before RL already ends and formats like the student "
+            "(EOS rate, length, truncation)")
+
+
+def check_shift_anatomy(student, tok, teacher, ref, prompts: list[str], cfg, warn: bool = True) -> dict:
+    """:func:`shift_anatomy_of` with the run's settings (``cfg``: an OPD stage config); prints
+    :func:`anatomy_warning` to stderr when the shift is dominated by EOS or format tokens."""
+    an = shift_anatomy_of(student, tok, teacher, ref, prompts, top_k=cfg.top_k, max_new_tokens=cfg.max_new_tokens,
+                          temperature=cfg.temperature, top_p=cfg.top_p, score_dtype=cfg.score_dtype)
+    msg = anatomy_warning(an)
+    if msg and warn:
+        print(msg, file=sys.stderr, flush=True)
+    return an
