@@ -28,9 +28,7 @@ ROOT = Path(__file__).resolve().parents[1] / "shiftkit"
 METHODS = ("opd", "sar", "kernels", "agent")
 MAY_USE = {"agent": {"kernels"}, "integrations": set(METHODS)}  # room -> the method packages it may import
 # Cycles being removed elsewhere; each line names its issue. The lead deletes a line when that work lands.
-KNOWN_CYCLES = [
-    {"shiftkit.kernels.build", "shiftkit.kernels.runtime"},  # issue 17: file_sha256 moves to build.py
-]
+KNOWN_CYCLES: list[set[str]] = []  # none left (issue 17 removed kernels.build <-> kernels.runtime)
 
 
 def module_files(root: Path = ROOT) -> dict[str, Path]:
