@@ -292,7 +292,7 @@ RANGES: dict[str, str] = {
     # the policy loss, KL and advantages
     "clip_low": ">= 0", "clip_high": ">= 0", "kl_coef": ">= 0", "kl_eps": "[0, 1)", "kl_min": ">= 0",
     "kl_max": ">= 0", "reward_scale": "> 0", "delta_clip": ">= 0", "grpo_weight": ">= 0", "gamma": "[0, 1]",
-    "lam": "[0, 1]", "value_clip": ">= 0", "determinism_tol": ">= 0", "guard_patience": ">= 0",
+    "lam": "[0, 1]", "clip_dual": ">= 0", "dynamic_sampling": ">= 0", "value_clip": ">= 0", "determinism_tol": ">= 0", "guard_patience": ">= 0",
     "guard_min_eos_rate": "[0, 1]", "guard_min_len_frac": "[0, 1]", "warm_p_correct": "[0, 1]",
     "error_rate": "[0, 1]",
     # memory and LoRA
@@ -322,7 +322,10 @@ RANGES: dict[str, str] = {
     "eval_trials": ">= 1", "eval_timed_calls": ">= 1", "eval_warmup": ">= 0", "eval_timeout_s": "> 0",
     "min_depth": ">= 1", "max_depth": ">= 1", "min_ms": ">= 0", "max_ms": "> 0", "runtime_reps": ">= 1",
     "similarity_threshold": "[0, 1]", "compile_max": ">= 0", "llm_n": ">= 0",
-    "depth_weights": ">= 0",
+    "depth_weights": ">= 0", "foreign_share_max": "(0, 1]", "sample_period_us": ">= 10",
+    # the real-model experiment
+    "train_per_task": ">= 1", "heal_rows": ">= 1", "heal_temperature": "> 0", "heal_max_new_tokens": ">= 1",
+    "format_tol": "[0, 1]", "length_tol": ">= 0",
 }
 
 _RULE = re.compile(r"^\s*(?:(?P<op>>=|>)\s*(?P<x>-?[\d.]+)|(?P<lb>[\[(])\s*(?P<a>-?[\d.]+)\s*,\s*(?P<b>-?[\d.]+)\s*"

@@ -2,6 +2,7 @@
 sampler, a log-prob gap of ~0 to the trainer, a gap after a trainer step that only a weight sync closes,
 one-line errors, and :func:`shiftkit.remote.logprob_gap` on hand-computed values."""
 
+import contextlib
 import copy
 import os
 import socket
@@ -23,7 +24,8 @@ from shiftkit.serve import CompletionServer, JSONServer
 TOKEN = "test-token"  # the servers' token (SHIFTKIT_SERVE_TOKEN for the process, token= for the thread)
 SPEC = TinyModelSpec(hidden_size=32, num_hidden_layers=2, intermediate_size=64, num_attention_heads=4,
                      num_key_value_heads=2, head_dim=8)
-ONE = types.SimpleNamespace(shard=lambda xs: xs, device=torch.device("cpu"), is_main=True, barrier=lambda: None)
+ONE = types.SimpleNamespace(shard=lambda xs: xs, device=torch.device("cpu"), is_main=True, barrier=lambda: None,
+                            gathered=lambda *models: contextlib.nullcontext())
 PROMPTS = ["Q:12+7=", "Q:3*4=", "hello"]
 KW = dict(max_new_tokens=10, temperature=1.0)
 
@@ -106,7 +108,8 @@ def test_remote_rollouts_equal_local_ones(served):
     assert len(set(map(tuple, roll.completion_ids_BT.tolist()))) > 1  # the rows are really sampled
     assert _gap(roll, model)["max_abs"] < 1e-4
     # token-id prompts, a rank's share (rank 1 of 2), temperature and top-p
-    rank1 = types.SimpleNamespace(shard=lambda xs: xs[1::2], device=torch.device("cpu"))
+    rank1 = types.SimpleNamespace(shard=lambda xs: xs[1::2], device=torch.device("cpu"),
+                                  gathered=lambda *models: contextlib.nullcontext())
     ids = [tok(p, add_special_tokens=False)["input_ids"] for p in PROMPTS]
     kw = dict(max_new_tokens=8, temperature=0.7, top_p=0.9)
     mine, roll = client.rollout(tok, ids, 2, 3, 5, rank1, **kw)

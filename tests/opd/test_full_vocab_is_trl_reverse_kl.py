@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from shiftkit import logprobs as LP
+from shiftkit import losses
 
 trl_dt = pytest.importorskip("trl.trainer.distillation_trainer")
 
@@ -31,7 +32,7 @@ def test_full_vocab_loss_with_the_student_as_reference_is_trls_reverse_kl():
     trl_loss, _, _ = trl_dt._chunked_divergence_loss(hs, ht, Ws, Wt, mask, beta=1.0)
     trl_grad = torch.autograd.grad(trl_loss, [hs, Ws])
     s, t = LP.Head(hs, Ws), LP.Head(ht, Wt)
-    ours, _ = LP.direct_opd_full_vocab_loss(s, t, s.detach(), mask, chunk=3)
+    ours, _ = losses.direct_opd_full_vocab_loss(s, t, s.detach(), mask, chunk=3)
     our_grad = torch.autograd.grad(ours, [hs, Ws])
     # by hand: token-mean reverse KL
     ls, lt = (hs @ Ws.T).log_softmax(-1), (ht @ Wt.T).log_softmax(-1)
@@ -48,5 +49,5 @@ def test_a_frozen_reference_other_than_the_student_is_another_objective():
     trl_grad = torch.autograd.grad(trl_loss, [Ws])[0]
     s, t = LP.Head(hs, Ws), LP.Head(ht, Wt)
     other = LP.Head(hs.detach() + 0.3, Ws.detach())
-    ours, _ = LP.direct_opd_full_vocab_loss(s, t, other, mask)
+    ours, _ = losses.direct_opd_full_vocab_loss(s, t, other, mask)
     assert not torch.allclose(torch.autograd.grad(ours, [Ws])[0], trl_grad, atol=1e-3)

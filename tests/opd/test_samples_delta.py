@@ -2,6 +2,7 @@
 independent score of the teacher and the reference at the sampled tokens, with the candidates' mean
 as its own field; and ``determinism_gap`` is saved in summary.json."""
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -14,7 +15,8 @@ from shiftkit.models import load_model_and_tokenizer
 from shiftkit.opd.loop import OPDConfig, delta_summary, opd_signal, run_opd
 from shiftkit.sampling import score
 
-ONE = type("One", (), {"shard": staticmethod(lambda xs: xs), "device": torch.device("cpu"), "is_main": True})()
+ONE = type("One", (), {"shard": staticmethod(lambda xs: xs), "device": torch.device("cpu"), "is_main": True,
+                       "gathered": staticmethod(lambda *models: contextlib.nullcontext())})()
 
 
 def _models(trio):
