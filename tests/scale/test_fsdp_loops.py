@@ -106,7 +106,7 @@ def test_rl_fsdp_equals_one_process_and_resumes(models, tmp_path, free_port):
     assert s["dist/strategy"] == "fsdp" and s["dist/world"] == 2 and s["dist/frozen_placement"] == "shard"
     assert _summary(one)["dist/strategy"] == "single"
     rows = [json.loads(x) for x in (two / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]  # 1-based: step N = after N updates
     ref_rows = [json.loads(x) for x in (one / "metrics.jsonl").read_text().splitlines()]
     assert [round(r["reward"], 6) for r in rows] == [round(r["reward"], 6) for r in ref_rows]
     from transformers import AutoModelForCausalLM  # final/ is a plain HF directory
@@ -201,6 +201,7 @@ def test_unsupported_launcher_setting_is_an_error(models, tmp_path, free_port):
                        env=ENV, capture_output=True, text=True, timeout=600)
     assert r.returncode != 0
     errors = [x for x in r.stderr.splitlines() if x.startswith("error: ")]
-    assert len(errors) == 2 and all("fsdp_offload_params=true (FSDP_OFFLOAD_PARAMS) is not supported" in x
-                                    for x in errors), r.stderr[-3000:]  # one line per rank, from shiftkit's CLI
+    # one line from each rank that got to print it (the launcher stops the other rank once one exits: 1 or 2)
+    assert 1 <= len(errors) <= 2 and all("fsdp_offload_params=true (FSDP_OFFLOAD_PARAMS) is not supported" in x
+                                         for x in errors), r.stderr[-3000:]
     assert not out.exists()
