@@ -200,6 +200,22 @@ def test_tool_episodes_render_observations_after_the_sampled_tokens(tmp_path, mo
     task.close()
 
 
+def test_observation_continues_the_template_after_a_sampled_turn_end():
+    """Where the template closes an assistant turn with the EOS the policy samples (Qwen's <|im_end|>), the
+    observation starts after it: prompt + sampled turn (with EOS) + observation == the template's rendering."""
+    from types import SimpleNamespace
+
+    from shiftkit.agent.chat import render_prompt
+    from shiftkit.agent.kernel_task import continuation
+
+    tok = SimpleNamespace(chat_template=None, eos_token="<|end|>")  # the plain template ends a turn with <|end|>
+    msgs = [{"role": "user", "content": "write it"}]
+    turn = {"role": "assistant", "content": "call"}
+    new = [{"role": "user", "content": "No tool call found"}]
+    sampled = render_prompt(tok, msgs, None) + "call" + tok.eos_token
+    assert sampled + continuation(tok, msgs, turn, new, None) == render_prompt(tok, msgs + [turn] + new, None)
+
+
 def test_an_unscorable_episode_carries_no_loss(tmp_path, monkeypatch):
     task, tok = _task(tmp_path, monkeypatch, TableEnv(down=True), actions="grammar")
     eps, rows = task.rollouts(None, tok, task.draw(0, 0, 2), [0, 1], sampler=Script(lambda ctx: " rc 0 none off exact"))
@@ -208,6 +224,21 @@ def test_an_unscorable_episode_carries_no_loss(tmp_path, monkeypatch):
     assert batch["gen_BT"].sum() > 0
     assert scorable_rewards(eps, batch).tolist() == [0.0, 0.0] and batch["gen_BT"].sum() == 0
     task.close()
+
+
+def test_an_unscorable_episode_gives_no_advantage_to_its_group():
+    """GRPO in ``agent train``: an unscorable episode is out of its group's mean and std (NaN into
+    advantages.group_advantages), so [None, 1, -1, -1] gives the scorable three their own advantages."""
+    from types import SimpleNamespace
+
+    from shiftkit import advantages
+    from shiftkit.agent.rl import unscorable_nan
+
+    eps = [SimpleNamespace(reward=r) for r in (None, 1.0, -1.0, -1.0)]
+    r_B = torch.tensor([0.0, 1.0, -1.0, -1.0])  # scorable_rewards: 0 for the unscorable one
+    adv = advantages.group_advantages(unscorable_nan(eps, r_B), 4)
+    want = advantages.group_advantages(torch.tensor([1.0, -1.0, -1.0]), 3)
+    assert adv[0] == 0 and torch.allclose(adv[1:], want)
 
 
 def test_agent_episode_with_an_unreachable_service_is_unscorable_not_minus_one(tmp_path):
@@ -336,6 +367,8 @@ def test_reward_and_tools_through_a_service_equal_in_process(tmp_path):
                           {k: v for k, v in tool.items() if k not in ("seconds", "solution_hash")})
         assert got["local"] == got["served"]
         assert got["local"][0] == [1.0, -1.0, -1.0]
+        pool = json.loads(urllib.request.urlopen(url + "/health", timeout=10).read())["pool"]
+        assert pool["done"] + pool["cached"] >= 3  # the served run's two reward requests and its tool call went there
     finally:
         R._CONFIGURED.clear()
         os.killpg(proc.pid, signal.SIGTERM)
