@@ -295,9 +295,10 @@ def problem_from_name(name: str) -> GProblem:
 
 
 def grammar_reward(prompts, completions, problem_name, env=None, config: dict | None = None, log_extra=None,
-                   **kwargs) -> list[float | None]:
+                   mode: str = "profile", **kwargs) -> list[float | None]:
     """TRL-signature reward: parse each completion's composition, render it for the row's problem and
-    evaluate it in the real environment (``profile`` mode, :data:`TASK_EVAL_CONFIG` unless ``config``). A
+    evaluate it in the real environment (``mode``: ``profile``, the milestones -1/+1/+2/+3, or ``verify``,
+    -1/+1 without timing; :data:`TASK_EVAL_CONFIG` unless ``config``). A
     completion that does not parse is -1 (``format_error`` in the findings). A composition the environment
     could not judge (service full, deadline, harness failure) is ``None``: unscorable, never a silent -1.
     ``env`` is a :class:`shiftkit.kernels.envclient.KernelEnv` (default: the one ``reward_fn.configure``
@@ -321,7 +322,7 @@ def grammar_reward(prompts, completions, problem_name, env=None, config: dict | 
             continue
         out.append(None)
         extra.append({"composition": format_composition(comp)})
-        reqs.append((p.source(), render_solution(p, comp), "profile", dict(config), p.name))
+        reqs.append((p.source(), render_solution(p, comp), mode, dict(config), p.name))
         idx.append(i)
     for i, d in zip(idx, env.evaluate_many(reqs) if reqs else []):
         if "error" in d:
@@ -337,3 +338,10 @@ def grammar_reward(prompts, completions, problem_name, env=None, config: dict | 
     if log_extra is not None:
         log_extra("kernel", extra)
     return out
+
+
+def grammar_verify_reward(prompts, completions, problem_name, env=None, config: dict | None = None, log_extra=None,
+                          **kwargs) -> list[float | None]:
+    """:func:`grammar_reward` in ``verify`` mode (-1 wrong, +1 correct; no timing): the cheap reward, e.g.
+    ``shiftkit rl reward=shiftkit.agent.kernel_grammar:grammar_verify_reward``."""
+    return grammar_reward(prompts, completions, problem_name, env, config, log_extra, mode="verify", **kwargs)

@@ -24,8 +24,8 @@ so the tokens trained on are the tokens sampled. Every tool output is cut to ``o
 * ``actions=grammar``: the kernel-grammar task (:mod:`shiftkit.agent.kernel_grammar`): a turn is a
   composition (``rc 16 simd off exact``: write it as ``model_new.py`` and submit) or ``verify`` and a
   composition (write it, run the ``verify`` tool, see ``= +1 correct`` or ``= -1 output_mismatch``, and
-  go on). The final reward is :func:`~shiftkit.agent.kernel_grammar.grammar_reward` of the submitted
-  (else the last written) composition: the single-turn task's reward, the same request.
+  go on). The final reward is :func:`~shiftkit.agent.kernel_grammar.grammar_reward` (in ``kernel_mode``)
+  of the submitted (else the last written) composition: the single-turn task's reward, the same request.
 
 An episode without a solution scores -1; one whose final evaluation the environment could not judge is
 unscorable (reward None): it carries no loss and is left out of the means.
@@ -186,7 +186,8 @@ class GrammarActions:
             return {"reason": "no composition was written"}, -1.0
         logged: dict = {}
         r = KG.grammar_reward([""], [ep.submitted], [ep.row["problem_name"]], env=env,
-                              config=dict(self.cfg.kernel_config) or None, log_extra=lambda k, v: logged.update({k: v}))[0]
+                              config=dict(self.cfg.kernel_config) or None, log_extra=lambda k, v: logged.update({k: v}),
+                              mode=self.cfg.kernel_mode)[0]
         return logged["kernel"][0] | ({"unscorable": True} if r is None else {}), r
 
 

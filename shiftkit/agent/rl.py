@@ -179,9 +179,6 @@ class AgenticRLConfig(microbatch.MemoryConfig, AgentToolKeys, KernelEnvKeys):
             raise ShiftkitError("agent train task=kernels needs model=<HF model dir> and data=<problem rows>")
         if self.actions not in ("tools", "grammar"):
             raise ShiftkitError(f"agent train: actions must be tools or grammar, got {self.actions!r}")
-        if self.actions == "grammar" and self.kernel_mode != "profile":
-            raise ShiftkitError("agent train actions=grammar: the final reward is grammar_reward's (profile mode); "
-                                "leave kernel_mode at profile")
         if self.eval_every and not self.eval_data:
             raise ShiftkitError("agent train task=kernels: eval_every > 0 needs eval_data=<held-out problem rows> (or eval_every=0)")
         self.check_kernel_keys("agent train")

@@ -182,6 +182,20 @@ def test_grammar_episodes_are_token_exact_and_the_observation_budget_is_recorded
     task.close()
 
 
+def test_grammar_reward_and_episodes_in_verify_mode(tmp_path, monkeypatch):
+    """``kernel_mode=verify`` reaches the grammar episode's final evaluation, and ``grammar_verify_reward``
+    asks for verify: +1/-1, never a timing milestone."""
+    env = TableEnv()
+    task, tok = _task(tmp_path, monkeypatch, env, actions="grammar", kernel_mode="verify")
+    eps, _ = task.rollouts(None, tok, task.draw(0, 0, 2), [0, 1], sampler=Script(lambda ctx: " rc 16 simd off exact"))
+    assert [e.reward for e in eps] == [1.0, 1.0] and {m for _, m in env.seen} == {"verify"}
+    task.close()
+    env.seen.clear()
+    r = KG.grammar_verify_reward(["", ""], ["rc 16 simd off exact", "cr 16 simd off drop_op"], GRAMMAR, env=env)
+    assert r == [1.0, -1.0] and {m for _, m in env.seen} == {"verify"}
+    assert KG.grammar_reward([""], ["rc 16 simd off exact"], GRAMMAR[:1], env=env) == [2.0]  # profile by default
+
+
 def test_tool_episodes_render_observations_after_the_sampled_tokens(tmp_path, monkeypatch):
     env = TableEnv()
     data = _rows(tmp_path / "p.jsonl", [{"problem_name": "scale_shift_clamp", "problem": PROBLEM}])
