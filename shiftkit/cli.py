@@ -83,13 +83,14 @@ def cmd_demo(args) -> dict:
 
 
 def _experiments() -> dict:
-    from shiftkit.recipes import agent_toy, real_w2s, sar_study, weak_to_strong
+    from shiftkit.recipes import agent_kernels, agent_toy, real_w2s, sar_study, weak_to_strong
 
     return {"weak-to-strong": weak_to_strong.run_experiment, "sar": sar_study.run_experiment,
-            "agent-toy": agent_toy.run_experiment, "real-w2s": real_w2s.run_experiment}
+            "agent-toy": agent_toy.run_experiment, "real-w2s": real_w2s.run_experiment,
+            "agent-kernels": agent_kernels.run_experiment}
 
 
-EXPERIMENTS = ("weak-to-strong", "sar", "agent-toy", "real-w2s")
+EXPERIMENTS = ("weak-to-strong", "sar", "agent-toy", "real-w2s", "agent-kernels")
 
 
 def cmd_experiment(args) -> dict:

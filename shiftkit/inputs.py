@@ -9,7 +9,8 @@ leaves nothing behind.
 The data source is ``data=`` (:mod:`shiftkit.data`); ``tasks=add,mul`` is kept as shorthand for
 ``data=arith:add,mul`` (giving both is an error). ``reward=`` empty means: the arithmetic tasks'
 own checker on ``arith:`` data (what the toy world always used, :class:`shiftkit.rewards.TaskRewards`),
-``math`` on any other data. The keys are the commands' shared groups (:class:`shiftkit.data.DataKeys`,
+``math`` on any other data; a run with :class:`shiftkit.rewards.KernelEnvKeys` binds ``reward=kernel`` to its
+environment here (:func:`shiftkit.rewards.configure_kernel_env`). The keys are the commands' shared groups (:class:`shiftkit.data.DataKeys`,
 :class:`shiftkit.prompts.PromptKeys`, :class:`shiftkit.rewards.RewardKeys`).
 """
 
@@ -21,7 +22,7 @@ from typing import Any
 from shiftkit.data import DataArgs, is_arith, load_eval, load_prompts, load_sft, parse_arith
 from shiftkit.errors import ShiftkitError
 from shiftkit.prompts import PromptRenderer
-from shiftkit.rewards import Rewards, TaskRewards
+from shiftkit.rewards import KernelEnvKeys, Rewards, TaskRewards, configure_kernel_env, reads_kernel_env
 
 
 def data_spec(cfg: Any, command: str) -> str:
@@ -52,6 +53,8 @@ def load_rewards(cfg: Any, arith: bool):
         if arith:
             return TaskRewards(parse_arith(data_spec(cfg, "")))
         specs = ["math"]
+    if isinstance(cfg, KernelEnvKeys) and reads_kernel_env(specs):  # reward=kernel: bind its environment first
+        configure_kernel_env(cfg)
     return Rewards(specs, weights)
 
 

@@ -19,7 +19,12 @@ Built in (the registry; an unknown name is an error):
   symbolically (:mod:`shiftkit.tasks.math_answer`, math-verify);
 * ``exact``: the stripped completion equals the stripped ``answer``;
 * ``arith``: the arithmetic tasks' exact checker (the number after the trace's last ``:``);
-* ``format``: the completion states its answer explicitly (``Answer:``, ``\\boxed{}`` or ``####``).
+* ``format``: the completion states its answer explicitly (``Answer:``, ``\\boxed{}`` or ``####``);
+* ``kernel``: the kernel environment's milestone reward {-1, 1, 2, 3} of the completion's solution
+  against the row's ``problem`` source (:func:`shiftkit.kernels.reward_fn.kernel_reward`, registered by
+  its import path, so the core never imports the environment). The environment is chosen by the
+  :class:`KernelEnvKeys` (a ``shiftkit kernels serve`` service or this process);
+  :func:`configure_kernel_env` binds it before a run starts.
 
 ``reward=pkg.module:function`` (or ``path/to/file.py:function``) imports a user function. Several
 rewards combine as ``reward=math,format reward_weights=1.0,0.1``. A reward that raises, returns a
@@ -56,8 +61,70 @@ _NOT_COLUMNS = {*RESERVED, "prompt", "completion", "kwargs"}
 class RewardKeys(AnswerKey):
     """The reward keys of ``rl``, ``opd`` and ``eval`` (and the answer column they read), declared once."""
 
-    reward: list[str] = dataclasses.field(default_factory=list)  # math | exact | arith | format | pkg.module:fn ([] = math; the task checker on arith data)
+    reward: list[str] = dataclasses.field(default_factory=list)  # math | exact | arith | format | kernel | pkg.module:fn ([] = math; the task checker on arith data)
     reward_weights: list[float] = dataclasses.field(default_factory=list)  # one weight per reward (default 1.0 each)
+
+
+KERNEL_CONFIGURE = "shiftkit.kernels.reward_fn:configure"  # binds the ``kernel`` reward's environment
+KERNEL_CHECK_JOB = "shiftkit.kernels.pool:make_job"  # validates a request (its mode and config overrides)
+
+
+@dataclasses.dataclass
+class KernelServiceKeys:
+    """Where kernels are judged, declared once: a ``shiftkit kernels serve`` service, a local pool of child
+    processes, or this process (``agent run``/``bench`` tools; with :class:`KernelEnvKeys`, ``rl
+    reward=kernel`` and ``agent train task=kernels``)."""
+
+    kernel_env_url: str = ""  # a `shiftkit kernels serve` service, http://HOST:PORT ("" = the environment in this process)
+    kernel_env_token: str = ""  # that service's Bearer token ("" = none)
+    kernel_slots: int = 0  # without a service: evaluate on a local pool of this many child processes (0 = in this process)
+
+
+@dataclasses.dataclass
+class KernelEnvKeys(KernelServiceKeys):
+    """The environment keys plus what a kernel reward asks of it (``rl reward=kernel``, ``agent train
+    task=kernels``), declared once."""
+
+    kernel_mode: str = "profile"  # the reward's evaluation: profile (milestones -1/+1/+2/+3) | verify (-1/+1, no timing)
+    kernel_config: dict = dataclasses.field(default_factory=dict)  # EvalConfig overrides sent with each request, e.g. {"timed_calls": 10}
+
+    def check_kernel_keys(self, command: str) -> None:
+        if self.kernel_mode not in ("profile", "verify"):
+            raise ShiftkitError(f"{command}: kernel_mode must be profile or verify, got {self.kernel_mode!r}")
+        if self.kernel_slots < 0:
+            raise ShiftkitError(f"{command}: kernel_slots must be >= 0, got {self.kernel_slots}")
+        if self.kernel_env_url and not self.kernel_env_url.startswith(("http://", "https://")):
+            raise ShiftkitError(f"{command}: kernel_env_url must be http(s)://HOST:PORT, got {self.kernel_env_url!r}")
+
+
+def kernel_env_rules(uses_env: Callable[[Any], bool], uses_mode: Callable[[Any], bool], when_env: str,
+                     when_mode: str) -> dict:
+    """The :func:`shiftkit.config.check_dependent` rules of :class:`KernelEnvKeys` for one command: the
+    environment keys count only when the run judges kernels, the reward keys only with ``reward=kernel``."""
+    return {"kernel_env_url": (uses_env, when_env),
+            "kernel_slots": (lambda c: uses_env(c) and not c.kernel_env_url, f"{when_env}, without kernel_env_url"),
+            "kernel_env_token": (lambda c: bool(c.kernel_env_url), "with a service (kernel_env_url)"),
+            "kernel_mode": (uses_mode, when_mode), "kernel_config": (uses_mode, when_mode)}
+
+
+def reads_kernel_env(specs: list[str]) -> bool:
+    """Whether a run's rewards may judge kernels: ``kernel``, or a user function (which may read the bound
+    environment, as ``shiftkit.agent.kernel_grammar:grammar_reward`` does)."""
+    return any(s.strip() in BY_PATH or ":" in s for s in specs)
+
+
+def configure_kernel_env(cfg: KernelEnvKeys) -> Callable:
+    """Bind the ``kernel`` reward (and the environment :func:`shiftkit.kernels.reward_fn.bound_env` returns) to
+    ``cfg``'s environment, by import path; returns the bound reward (its ``.env`` is the environment)."""
+    try:  # a bad kernel_config is a one-line error before the run starts, not a failure at its first step
+        _import_path(KERNEL_CHECK_JOB)("class Model: get_inputs", "class ModelNew: pass", cfg.kernel_mode, dict(cfg.kernel_config))
+    except ShiftkitError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the environment's JobError
+        raise ShiftkitError(f"kernel_config={cfg.kernel_config!r}: {_first_line(e)}") from None
+    configure = _import_path(KERNEL_CONFIGURE)
+    return configure(kernel_env_url=cfg.kernel_env_url, token=cfg.kernel_env_token, mode=cfg.kernel_mode,
+                     config=dict(cfg.kernel_config), slots=cfg.kernel_slots)
 
 
 def completion_text(c: Any) -> str:
@@ -76,6 +143,8 @@ def completion_text(c: Any) -> str:
 # --------------------------------------------------------------------------------------------------
 
 BUILTIN: dict[str, Callable] = {}
+# built-in names that live above the core, resolved by import path when asked for (the layering holds)
+BY_PATH: dict[str, str] = {"kernel": "shiftkit.kernels.reward_fn:kernel_reward"}
 
 
 def register_reward(name: str):
@@ -153,12 +222,15 @@ def resolve_reward(spec: str) -> tuple[str, Callable]:
     spec = spec.strip()
     if spec in BUILTIN:
         return spec, BUILTIN[spec]
+    if spec in BY_PATH:
+        return spec, _import_path(BY_PATH[spec])
     if ":" in spec:
         fn = _import_path(spec)
         return getattr(fn, "__name__", spec.rpartition(":")[2]), fn
-    close = difflib.get_close_matches(spec, list(BUILTIN), n=1)
+    known = sorted([*BUILTIN, *BY_PATH])
+    close = difflib.get_close_matches(spec, known, n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
-    raise ShiftkitError(f"unknown reward '{spec}' ({hint}built in: {', '.join(sorted(BUILTIN))}; "
+    raise ShiftkitError(f"unknown reward '{spec}' ({hint}built in: {', '.join(known)}; "
                         "or a function as pkg.module:function)")
 
 
@@ -210,7 +282,8 @@ class Rewards:
         if isinstance(specs, str):
             specs = [s for s in specs.split(",") if s.strip()]
         if not specs:
-            raise ShiftkitError("no reward given: pass reward=<name> (math, exact, arith, format) or pkg.module:function")
+            raise ShiftkitError("no reward given: pass reward=<name> (math, exact, arith, format, kernel) or "
+                                "pkg.module:function")
         pairs = [resolve_reward(s) for s in specs]
         names: list[str] = []
         for n, _ in pairs:  # unique metric names (two user functions may share a __name__)

@@ -33,16 +33,17 @@ from shiftkit.inputs import prompt_inputs
 from shiftkit.models import frozen_copy, load_policy, prepare_policy
 from shiftkit.microbatch import MemoryConfig
 from shiftkit.prompts import CHAT_TEMPLATE_RULES, PromptKeys
-from shiftkit.rewards import RewardKeys
+from shiftkit.rewards import KernelEnvKeys, RewardKeys, kernel_env_rules, reads_kernel_env
 from shiftkit.remote import RolloutSync, logprob_gap, served_rollouts
 from shiftkit.runs import KEEP_CHECKPOINTS
 from shiftkit.sampling import Rollouts, concat_rollouts
 
 
 @dataclasses.dataclass
-class GRPOConfig(MemoryConfig, DataKeys, HeldOutKeys, PromptKeys, RewardKeys, DistKeys):
+class GRPOConfig(MemoryConfig, DataKeys, HeldOutKeys, PromptKeys, RewardKeys, KernelEnvKeys, DistKeys):
     """``shiftkit rl``: the GRPO keys below, plus the shared groups: memory (:class:`MemoryConfig`), data
-    (:class:`DataKeys`, :class:`HeldOutKeys`), prompts (:class:`PromptKeys`) and rewards (:class:`RewardKeys`)."""
+    (:class:`DataKeys`, :class:`HeldOutKeys`), prompts (:class:`PromptKeys`), rewards (:class:`RewardKeys`) and
+    the kernel environment of ``reward=kernel`` (:class:`KernelEnvKeys`)."""
 
     model: str = ""  # HF model dir or cached hub id (the policy's start and the KL reference)
     out: str = "runs/rl"  # run directory (config.json, metrics.jsonl, samples.jsonl, checkpoints/, final/)
@@ -94,7 +95,8 @@ class GRPOConfig(MemoryConfig, DataKeys, HeldOutKeys, PromptKeys, RewardKeys, Di
             raise ShiftkitError(f"rl: dynamic_sampling must be >= 0 (extra sampling rounds; 0 = off), got {self.dynamic_sampling}")
         losses.ppo_clip(self.clip_low, self.clip_high, self.clip_dual)  # the ranges (0 = off)
         self.check_data("rl")
-        check_dependent(self, GRPO_DEPENDENT, "rl")
+        self.check_kernel_keys("rl")
+        check_dependent(self, {**GRPO_DEPENDENT, **KERNEL_RULES}, "rl")
         self.validate_memory("rl")
         kit.check_report_to(self.report_to)
 
@@ -104,6 +106,8 @@ GRPO_DEPENDENT = {**CHAT_TEMPLATE_RULES, **kit.SAMPLES_RULES, **kit.CHECKPOINT_R
                   "kl_clamp": (lambda c: c.kl_coef > 0, "with a KL (kl_coef > 0)"),
                   "frozen_placement": (lambda c: c.kl_coef > 0, "with a KL reference (kl_coef > 0)"),
                   "rollout_sync": (lambda c: bool(c.rollout_url), "with served rollouts (rollout_url)")}
+KERNEL_RULES = kernel_env_rules(lambda c: reads_kernel_env(c.reward), lambda c: "kernel" in c.reward,
+                                "with reward=kernel (or a reward function by import path)", "with reward=kernel")
 
 
 def rollout_stats(roll: Rollouts, train_logp_BT: torch.Tensor, trained_B: torch.Tensor) -> dict:
@@ -150,7 +154,7 @@ def run_grpo(cfg: GRPOConfig) -> dict:
                **rollout_stats(b.roll, u.pop("train_logp_BT"), u.pop("trained_B")), **u,
                "lr": opt.param_groups[0]["lr"], "time/sample": b.t_sample, "step_time": time.time() - t0}
         kit.write_samples(st, step, cfg.samples_every, lambda: kit.samples_rows(
-            step, b.examples, b.roll.texts, b.rewards, b.adv_B.tolist(), cfg.samples_n))
+            step, b.examples, b.roll.texts, b.rewards, b.adv_B.tolist(), cfg.samples_n, b.extra))
         kit.log_step(st, step, row, cfg.steps, cfg.eval_every, eval_fn, reward=f"{row['reward']:.2f}")
         kit.checkpoint(st, step, cfg.steps, cfg.save_every, model, tok, opt)
     summary = {"out": str(run.final), "steps": cfg.steps, "train_seconds": time.time() - st.t_start,
@@ -168,6 +172,7 @@ class GroupBatch:
     adv_B: torch.Tensor  # group advantages (0 on unscorable rows and in groups without signal)
     metrics: dict  # the first round's reward metrics and signal; dynamic sampling's counts
     t_sample: float  # seconds spent sampling
+    extra: dict[str, list]  # the columns rewards added with log_extra (e.g. reward=kernel's findings), per row
 
 
 def grpo_batch(cfg: GRPOConfig, inp, tok, sample_fn, step: int, d: Dist) -> GroupBatch:
@@ -196,7 +201,7 @@ def grpo_batch(cfg: GRPOConfig, inp, tok, sample_fn, step: int, d: Dist) -> Grou
             x[m.bool()].tolist() for x, m in zip(roll.completion_ids_BT, roll.completion_mask_BT)])
         adv_B = advantages.group_advantages(torch.tensor(res.total), G, cfg.adv_scale)  # NaN (unscorable): 0
         parts.append((roll, ex_B, {"total": res.total, **({} if len(res.per_reward) == 1 else res.per_reward)},
-                      adv_B, (adv_B.view(-1, G) != 0).any(-1)))
+                      adv_B, (adv_B.view(-1, G) != 0).any(-1), res.extra))
         missing = len(mine) - sum(int(p[4].sum()) for p in parts)
         if r == 0:
             total0, res0 = torch.tensor(res.total).nan_to_num(0.0), res
@@ -206,8 +211,8 @@ def grpo_batch(cfg: GRPOConfig, inp, tok, sample_fn, step: int, d: Dist) -> Grou
                **{k: v for k, v in res0.metrics.items() if k.startswith("rewards/")},
                "frac_groups_with_signal": float(parts[0][4].float().mean()) if len(parts[0][4]) else 0.0}
     if cfg.dynamic_sampling == 0:
-        roll, ex_B, rewards, adv_B, _ = parts[0]
-        return GroupBatch(roll, ex_B, rewards, adv_B, metrics, t_sample)
+        roll, ex_B, rewards, adv_B, _, extra = parts[0]
+        return GroupBatch(roll, ex_B, rewards, adv_B, metrics, t_sample, extra)
     n_groups = len(parts[0][4])
     picks = [(r, k) for r, p in enumerate(parts) for k in range(len(p[4])) if p[4][k]]
     picks = (picks + [(0, k) for k in range(n_groups) if not parts[0][4][k]])[:n_groups]
@@ -217,12 +222,14 @@ def grpo_batch(cfg: GRPOConfig, inp, tok, sample_fn, step: int, d: Dist) -> Grou
     rows = [first[r] + k * G + j for r, k in sorted(picks) for j in range(G)]
     examples = [ex for p in parts for ex in p[1]]
     rewards = {k: [v for p in parts for v in p[2][k]] for k in parts[0][2]}
+    extra = {k: [v for p in parts for v in p[5].get(k, [None] * len(p[1]))] for k in {k for p in parts for k in p[5]}}
     adv_B = torch.cat([p[3] for p in parts])[rows]
     metrics.update({"dynamic/rounds": len(parts), "dynamic/frac_groups_with_signal":
                     float((adv_B.view(-1, G) != 0).any(-1).float().mean()) if n_groups else 0.0})
     roll = concat_rollouts([p[0] for p in parts], tok.pad_token_id) if len(parts) > 1 else parts[0][0]
     return GroupBatch(take_rows(roll, rows), [examples[i] for i in rows], {k: [v[i] for i in rows]
-                      for k, v in rewards.items()}, adv_B, metrics, t_sample)
+                      for k, v in rewards.items()}, adv_B, metrics, t_sample,
+                      {k: [v[i] for i in rows] for k, v in sorted(extra.items())})
 
 
 def take_rows(roll: Rollouts, rows: list[int]) -> Rollouts:

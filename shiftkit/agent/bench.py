@@ -50,9 +50,10 @@ def run_bench(model: str, problems: str, cfg: AgentConfig, out: str, solutions: 
                         "correct": bool(fe.get("correct")), "speedup_eager": fe.get("speedup_eager"),
                         "speedup_compile": fe.get("speedup_compile"), "turns": res["counts"]["turns"],
                         "malformed": res["counts"]["malformed"], "seconds": res["timings"]["total_s"]})
-    levels = sorted({r["level"] for r in results})
-    summary = {"model": model, "problems": problems, "n": len(results), "overall": set_metrics(results, 0.05),
-               "per_level": {lv: set_metrics([r for r in results if r["level"] == lv], 0.05) for lv in levels},
-               "results": results}
+    scored = [r for r in results if r["reward"] is not None]  # unscorable: the environment could not judge it
+    levels = sorted({r["level"] for r in scored})
+    summary = {"model": model, "problems": problems, "n": len(scored), "overall": set_metrics(scored, 0.05),
+               "per_level": {lv: set_metrics([r for r in scored if r["level"] == lv], 0.05) for lv in levels},
+               "unscorable": [r["problem"] for r in results if r["reward"] is None], "results": results}
     atomic_write_json(Path(out) / "bench.json", summary)
     return summary

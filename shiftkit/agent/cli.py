@@ -86,7 +86,8 @@ def cmd_run(args) -> dict:
     res.pop("events")
     if not args.json:
         c = res["counts"]
-        print(f"outcome {res['outcome']}  final reward {res['final_reward']:+g}  turns {c['turns']}  tool calls {c['tool_calls']}  "
+        fr = "unscorable" if res["final_reward"] is None else f"{res['final_reward']:+g}"
+        print(f"outcome {res['outcome']}  final reward {fr}  turns {c['turns']}  tool calls {c['tool_calls']}  "
               f"malformed {c['malformed']}  ({res['timings']['total_s']} s)\ntrajectory: {cfg.out}")
         if res["error"]:
             print(f"error: {res['error']}")
@@ -183,6 +184,7 @@ def register(sub) -> None:
     add_config_args(y, {"--out": "out"}, config="shiftkit.agent.cli:SynthRunConfig")
     y.set_defaults(func=cmd_synth)
 
-    t = asub.add_parser("train", help="multi-turn agentic RL (PPO with a critic, or GRPO) on the toy tool task")
+    t = asub.add_parser("train", help="multi-turn agentic RL (PPO with a critic, or GRPO): task=toy (the calculator "
+                                      "tool task) or task=kernels (kernel problems, tools through the kernel environment)")
     add_config_args(t, {"--out": "out"}, config="shiftkit.agent.rl:AgenticRLConfig")
     t.set_defaults(func=cmd_train)

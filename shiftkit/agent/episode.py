@@ -6,7 +6,12 @@ never calls ``finish`` ends at ``max_turns``. Malformed tool calls, unknown tool
 and tool timeouts are answered with an error observation and counted; they never end the episode.
 An unreachable endpoint ends it with outcome ``model_error``. Whatever happens, the trajectory is
 written (JSONL, :mod:`shiftkit.agent.trajectory`) and the final reward is the environment's reward of
-the final workspace sources (-1 when there are none).
+the final workspace sources (-1 when there are none). A final evaluation the environment could not
+judge (a ``kernel_env_url`` service unreachable, full or past its deadline; a harness failure) leaves
+the episode *unscorable*: ``final_reward`` is None and ``final_eval.unscorable`` is true, never a -1.
+
+The kernel tools run in this process, or on the environment of the :class:`KernelServiceKeys`
+(``kernel_env_url=`` a ``shiftkit kernels serve`` service, ``kernel_slots=`` a local pool).
 """
 
 from __future__ import annotations
@@ -23,21 +28,36 @@ from shiftkit.agent.clients import ModelClient, ModelError
 from shiftkit.agent.workspace import Workspace
 from shiftkit.errors import ShiftkitError
 from shiftkit.io import JsonlWriter
+from shiftkit.rewards import KernelServiceKeys
 
 SKILLS_DIR = Path(__file__).parent / "skills"
 
 
 @dataclasses.dataclass
-class AgentConfig:
-    backend: str = "cpu"
+class AgentToolKeys:
+    """The agent's tools and skill (``agent run``/``bench``, ``agent train task=kernels``), declared once."""
+
+    backend: str = "cpu"  # the kernel backend (and its SKILL.md): cpu | cuda
+    tools: list[str] = dataclasses.field(default_factory=lambda: list(T.DEFAULT_TOOLS))  # the tools the agent may call
+    skill_in_prompt: bool = True  # SKILL.md in the system prompt (else only in the workspace)
+    tool_timeout_s: float = 300.0  # wall-clock limit of one tool call (a timeout is an observation)
+
+    def check_tool_keys(self, where: str = "agent") -> None:
+        unknown = [n for n in self.tools if n not in T.TOOLS]
+        if unknown:
+            raise ShiftkitError(f"{where}: unknown tool(s) {', '.join(unknown)}; known: {', '.join(T.TOOLS)}")
+        if not (SKILLS_DIR / self.backend / "SKILL.md").is_file():
+            raise ShiftkitError(f"{where}: no SKILL.md for backend {self.backend!r}; have: "
+                                f"{', '.join(p.name for p in SKILLS_DIR.iterdir())}")
+
+
+@dataclasses.dataclass
+class AgentConfig(AgentToolKeys, KernelServiceKeys):
     max_turns: int = 30
     max_tokens: int = 32768  # context budget per episode (prompt + completion of the latest turn)
     max_tokens_per_turn: int = 2048
     wall_time_s: float = 1800.0
-    tool_timeout_s: float = 300.0
-    tools: list[str] = dataclasses.field(default_factory=lambda: list(T.DEFAULT_TOOLS))
     final_eval: str = "profile"  # profile | verify | none
-    skill_in_prompt: bool = True
     workspace_dir: str = ""  # parent of the per-episode workspaces ("" = system temp)
     keep_workspace: bool = False
     # kernel-environment settings for the tools (EvalConfig fields, smaller than its defaults: tools are called often)
@@ -52,11 +72,20 @@ class AgentConfig:
             raise ShiftkitError(f"final_eval must be profile, verify or none, got {self.final_eval!r}")
         if self.max_turns < 1 or self.max_tokens < 1 or self.max_tokens_per_turn < 1:
             raise ShiftkitError("max_turns, max_tokens and max_tokens_per_turn must be >= 1")
-        unknown = [n for n in self.tools if n not in T.TOOLS]
-        if unknown:
-            raise ShiftkitError(f"unknown tool(s) {', '.join(unknown)}; known: {', '.join(T.TOOLS)}")
-        if not (SKILLS_DIR / self.backend / "SKILL.md").is_file():
-            raise ShiftkitError(f"no SKILL.md for backend {self.backend!r}; have: {', '.join(p.name for p in SKILLS_DIR.iterdir())}")
+        if self.kernel_slots < 0 or (self.kernel_env_url and not self.kernel_env_url.startswith(("http://", "https://"))):
+            raise ShiftkitError(f"kernel_env_url must be http(s)://HOST:PORT and kernel_slots >= 0, got "
+                                f"{self.kernel_env_url!r}, {self.kernel_slots}")
+        if self.kernel_env_token and not self.kernel_env_url:
+            raise ShiftkitError("kernel_env_token is only read with a service (kernel_env_url)")
+        self.check_tool_keys()
+
+    def make_env(self):
+        """The tools' :class:`~shiftkit.kernels.envclient.KernelEnv`: the service, a local pool, or None (this process)."""
+        if not self.kernel_env_url and not self.kernel_slots:
+            return None
+        from shiftkit.kernels.envclient import make_env
+
+        return make_env(self.kernel_env_url, self.kernel_env_token, slots=self.kernel_slots)
 
     def eval_config(self):
         from shiftkit.kernels import EvalConfig
@@ -103,7 +132,7 @@ def run_episode(problem, client: ModelClient, cfg: AgentConfig | None = None, ou
     episode_id = episode_id or uuid.uuid4().hex[:12]
     skill = skill_text(cfg.backend)
     ws = Workspace.create(problem.source, skill, cfg.workspace_dir or None)
-    ctx = T.ToolContext(ws, problem, cfg.eval_config())
+    ctx = T.ToolContext(ws, problem, cfg.eval_config(), env=cfg.make_env())
     schemas = T.tool_schemas(cfg.tools)
     events: list[dict] = []
     writer = JsonlWriter(out, append=False) if out else None
@@ -195,10 +224,13 @@ def run_episode(problem, client: ModelClient, cfg: AgentConfig | None = None, ou
             if finished:
                 outcome = "finished"
                 break
-        final_eval, final_reward = _final(ctx, cfg)
+        final_eval, final_reward = final_evaluation(ctx, cfg)
     except Exception as e:  # noqa: BLE001 - a harness bug still leaves a trajectory behind
         outcome, error = "harness_error", f"{type(e).__name__}: {e}"
-        final_eval, final_reward = None, -1.0
+        final_eval, final_reward = {"reason": f"unscorable: {error}", "unscorable": True}, None
+    finally:
+        if ctx.env is not None:
+            ctx.env.close()
     end = {"type": "end", "outcome": outcome, "error": error, "final_reward": final_reward, "final_eval": final_eval,
            "rewards": rewards, "counts": counts,
            "timings": {"total_s": round(time.perf_counter() - t_start, 3), "model_s": round(model_s, 3), "tools_s": round(tools_s, 3)}}
@@ -210,7 +242,8 @@ def run_episode(problem, client: ModelClient, cfg: AgentConfig | None = None, ou
     return {**end, "path": str(out) if out else None, "events": events}
 
 
-def _final(ctx: T.ToolContext, cfg: AgentConfig) -> tuple[dict | None, float]:
+def final_evaluation(ctx: T.ToolContext, cfg: AgentConfig) -> tuple[dict | None, float | None]:
+    """The final evaluation and reward; ``None`` (unscorable) when the environment could not judge it."""
     if not ctx.workspace.has_solution():
         return {"reason": "no model_new.py in the workspace"}, -1.0
     if cfg.final_eval == "none":
@@ -218,8 +251,11 @@ def _final(ctx: T.ToolContext, cfg: AgentConfig) -> tuple[dict | None, float]:
         return last, float(last["reward"]) if last else -1.0
     try:
         d = T.run_env(ctx, cfg.final_eval)
-    except Exception as e:  # noqa: BLE001
-        return {"reason": f"final evaluation failed: {type(e).__name__}: {e}"}, -1.0
+    except (ValueError, FileNotFoundError) as e:  # the workspace's sources are not a loadable solution
+        return {"reason": f"final evaluation refused the workspace: {e}"}, -1.0
+    except Exception as e:  # noqa: BLE001 - T.Unjudged (service unreachable, full, deadline) or a harness failure
+        return {"reason": f"unscorable: the final evaluation could not be judged: {type(e).__name__}: {e}",
+                "unscorable": True}, None
     return d | {"mode": cfg.final_eval}, float(d["reward"])
 
 

@@ -295,18 +295,24 @@ def problem_from_name(name: str) -> GProblem:
 
 
 def grammar_reward(prompts, completions, problem_name, env=None, config: dict | None = None, log_extra=None,
-                   **kwargs) -> list[float]:
+                   mode: str = "profile", **kwargs) -> list[float | None]:
     """TRL-signature reward: parse each completion's composition, render it for the row's problem and
-    evaluate it in the real environment (``profile`` mode, :data:`TASK_EVAL_CONFIG` unless ``config``). A
-    completion that does not parse is -1 (``format_error`` in the findings). ``env`` is a
-    :class:`shiftkit.kernels.envclient.KernelEnv` (default: the one ``reward_fn.configure`` bound, e.g. a
-    ``kernels serve`` service, else this process)."""
+    evaluate it in the real environment (``mode``: ``profile``, the milestones -1/+1/+2/+3, or ``verify``,
+    -1/+1 without timing; :data:`TASK_EVAL_CONFIG` unless ``config``). A
+    completion that does not parse is -1 (``format_error`` in the findings). A composition the environment
+    could not judge (service full, deadline, harness failure) is ``None``: unscorable, never a silent -1.
+    ``env`` is a :class:`shiftkit.kernels.envclient.KernelEnv` (default: the one ``reward_fn.configure``
+    bound, e.g. a ``kernels serve`` service, else this process); the requests go out together
+    (``evaluate_many``: a service or a pool judges them in parallel)."""
+    from shiftkit.errors import ShiftkitError
     from shiftkit.kernels.reward_fn import bound_env, completion_text
 
     env = env or bound_env()
     config = TASK_EVAL_CONFIG if config is None else config
-    out, extra = [], []
-    for c, name in zip(completions, problem_name):
+    out: list[float | None] = []
+    extra: list[dict] = []
+    reqs, idx = [], []
+    for i, (c, name) in enumerate(zip(completions, problem_name)):
         p = problem_from_name(name)
         try:
             comp = parse_composition(completion_text(c))
@@ -314,12 +320,28 @@ def grammar_reward(prompts, completions, problem_name, env=None, config: dict | 
             out.append(-1.0)
             extra.append({"reward": -1.0, "reason": f"format_error: {e}", "composition": None})
             continue
-        d = env.evaluate(p.source(), render_solution(p, comp), "profile", config, p.name)
-        r = float(d.get("reward", -1.0)) if "error" not in d else -1.0
-        out.append(r)
-        extra.append({"reward": r, "reason": d.get("reason") or d.get("error", ""), "composition": format_composition(comp),
-                      "codes": [f["code"] for f in d.get("findings", []) if f.get("severity") == "error"],
-                      "speedup_eager": d.get("speedup_eager"), "speedup_compile": d.get("speedup_compile")})
+        out.append(None)
+        extra.append({"composition": format_composition(comp)})
+        reqs.append((p.source(), render_solution(p, comp), mode, dict(config), p.name))
+        idx.append(i)
+    for i, d in zip(idx, env.evaluate_many(reqs) if reqs else []):
+        if "error" in d:
+            if d.get("status") == 400:
+                raise ShiftkitError(f"grammar reward: the environment refused row {i} ({problem_name[i]}): {d['error']}")
+            extra[i] |= {"reward": None, "reason": f"unscorable: {d['error']}"}
+            continue
+        out[i] = float(d["reward"])
+        extra[i] |= {"reward": out[i], "reason": d.get("reason", ""),
+                     "codes": [f["code"] for f in d.get("findings", []) if f.get("severity") == "error"],
+                     "speedup_eager": d.get("speedup_eager"), "speedup_compile": d.get("speedup_compile"),
+                     "cached": bool(d.get("cached"))}
     if log_extra is not None:
         log_extra("kernel", extra)
     return out
+
+
+def grammar_verify_reward(prompts, completions, problem_name, env=None, config: dict | None = None, log_extra=None,
+                          **kwargs) -> list[float | None]:
+    """:func:`grammar_reward` in ``verify`` mode (-1 wrong, +1 correct; no timing): the cheap reward, e.g.
+    ``shiftkit rl reward=shiftkit.agent.kernel_grammar:grammar_verify_reward``."""
+    return grammar_reward(prompts, completions, problem_name, env, config, log_extra, mode="verify", **kwargs)

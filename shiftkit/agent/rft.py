@@ -25,7 +25,8 @@ def rft_verdict(events: list[dict]) -> tuple[bool, str]:
         return False, "invalid_trajectory"
     c = end["counts"]
     checks = [
-        (end["final_reward"] > 0, "non_positive_reward"),
+        (end["final_reward"] is not None, "unscorable"),
+        (end["final_reward"] is not None and end["final_reward"] > 0, "non_positive_reward"),
         (end["outcome"] == "finished", f"outcome_{end['outcome']}"),
         (c["malformed"] == 0, "malformed_calls"),
         (c["repeated_calls"] == 0, "loops"),

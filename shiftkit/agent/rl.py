@@ -44,7 +44,9 @@ from shiftkit import loopkit as kit
 from shiftkit.agent import toytask
 from shiftkit.agent.batches import chat_examples, collate, masked_sft_step, micro, policy_logp
 from shiftkit.agent.critic import ValueModel, critic_error, returns_mc
+from shiftkit.agent.episode import AgentToolKeys
 from shiftkit.agent.trajectory import end_of, messages_of
+from shiftkit.agent.turns import multi_turn
 from shiftkit.config import check_dependent
 from shiftkit.dist import full_state_dict, load_full_state_dict, load_optimizer_state, optimizer_state
 from shiftkit.errors import ShiftkitError
@@ -52,6 +54,7 @@ from shiftkit.io import read_jsonl
 from shiftkit.models import WEAK_SPEC, load_model_and_tokenizer, make_char_tokenizer, make_tiny_model, prepare_policy
 from shiftkit.models import save_model
 from shiftkit.remote import RolloutSync, logprob_gap, served_rollouts
+from shiftkit.rewards import KernelEnvKeys, kernel_env_rules
 from shiftkit.rl import GRPOConfig
 from shiftkit.runs import KEEP_CHECKPOINTS
 from shiftkit.sampling import sample
@@ -67,38 +70,11 @@ def toy_rollouts(model, tok, problems: list[toytask.ToyProblem], max_turns: int,
     Returns the episodes and their ``(ids, gen)`` rows. ``sampler`` replaces the in-process sampler with
     one of the same call (:meth:`shiftkit.remote.RolloutClient.sample`: a served model); ``logps``, a
     list, receives each row's per-token sampling log-probs (0 on prompt and tool tokens)."""
-    eos = tok.eos_token_id
-    enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]  # noqa: E731
     eps = [toytask.ToyEpisode(p) for p in problems]
-    rows = [(enc(p.prompt), [0] * len(enc(p.prompt))) for p in problems]
-    lps = [[0.0] * len(ids) for ids, _ in rows]
-    draw = sampler or (lambda tok_, **kw: sample(model, tok_, **kw))
-    active = list(range(len(eps)))
-    for turn in range(max_turns):
-        if not active:
-            break
-        roll = draw(tok, prompt_ids=[rows[i][0] for i in active], max_new_tokens=max_new,
-                    temperature=temperature, greedy=seeds is None,
-                    row_seeds=None if seeds is None else [kit.row_seed(seeds[i], turn, 0, 0) for i in active])
-        nxt = []
-        for k, i in enumerate(active):
-            keep = roll.completion_mask_BT[k].bool()
-            new = roll.completion_ids_BT[k][keep].tolist()
-            ids, gen = rows[i]
-            ids += new
-            gen += [1] * len(new)
-            lps[i] += roll.logp_BT[k][keep].tolist()
-            text = tok.decode([t for t in new if t != eos], skip_special_tokens=True)
-            obs = toytask.step(eps[i], text)
-            if obs is not None:
-                o = enc(obs)
-                ids += o
-                gen += [0] * len(o)
-                lps[i] += [0.0] * len(o)
-                nxt.append(i)
-        active = nxt
-    if logps is not None:
-        logps[:] = lps
+    prompts = [tok(p.prompt, add_special_tokens=False)["input_ids"] for p in problems]
+    rows = multi_turn(model, tok, prompts, lambda idx, texts, turn: [toytask.step(eps[i], t) for i, t in zip(idx, texts)],
+                      max_turns=max_turns, max_new=max_new, temperature=temperature, seeds=seeds, sampler=sampler,
+                      logps=logps)
     return eps, rows
 
 
@@ -125,7 +101,13 @@ def demo_rows(tok, rng: random.Random, n: int, p_correct: float) -> list[tuple[l
 
 
 @dataclasses.dataclass
-class AgenticRLConfig(microbatch.MemoryConfig):
+class AgenticRLConfig(microbatch.MemoryConfig, AgentToolKeys, KernelEnvKeys):
+    """``shiftkit agent train``: the loop's keys below, the memory keys, and for ``task=kernels`` the agent's
+    tool keys (:class:`~shiftkit.agent.episode.AgentToolKeys`) and the kernel environment
+    (:class:`~shiftkit.rewards.KernelEnvKeys`: ``kernel_mode`` is the final evaluation's mode,
+    ``kernel_config`` the EvalConfig overrides of every request)."""
+
+    task: str = "toy"  # toy (the calculator tool task) | kernels (kernel problems, tools through the kernel environment)
     out: str = "runs/agent/toy_rl"
     algo: str = "ppo"  # ppo (critic + GAE) | grpo (group-relative, no critic)
     seed: int = 0
@@ -160,11 +142,22 @@ class AgenticRLConfig(microbatch.MemoryConfig):
     keep_checkpoints: int = KEEP_CHECKPOINTS  # checkpoints kept, also after the run finishes: the last N (0 = none, -1 = all)
     rollout_url: str = ""  # training rollouts from this completions server (shiftkit serve, vLLM, SGLang), synced every step ("" = in process)
     rollout_sync: RolloutSync = "sglang"  # weight-sync route of that server: sglang | vllm (see shiftkit.remote)
+    samples_every: int = 10  # write the first samples_n episodes to samples.jsonl every N steps (0 = off)
+    samples_n: int = 4
     threads: int = 1
     overwrite: bool = False
     progress: bool = False
+    # -- task=kernels --
+    model: str = ""  # the policy's start (HF model dir); task=toy builds and warm-starts its own
+    data: str = ""  # kernel problem rows: JSONL with problem + problem_name (`shiftkit kernels dataset`), synth output or a problem dir
+    eval_data: str = ""  # held-out problem rows (eval_n episodes, cycled over them)
+    actions: str = "tools"  # tools (text tool calls on the agent's tools, chat template) | grammar (kernel-grammar compositions)
+    obs_max_tokens: int = 512  # budget of one tool output in tokens (cut beyond it; counted as obs_truncated)
 
     def validate(self) -> None:
+        if self.task not in ("toy", "kernels"):
+            raise ShiftkitError(f"agent train: task must be toy or kernels, got {self.task!r}")
+        self.validate_task()
         if self.algo not in ("ppo", "grpo"):
             raise ShiftkitError(f"agentic rl: algo must be ppo or grpo, got {self.algo!r}")
         if self.group_size < 2 and self.algo == "grpo":
@@ -176,6 +169,36 @@ class AgenticRLConfig(microbatch.MemoryConfig):
             raise ShiftkitError("agentic rl: whiten_unbiased applies with algo=ppo and whiten_advantages=true")
         if self.rollout_rows:
             raise ShiftkitError("agentic rl: rollout_rows does not apply (episodes are sampled turn by turn); leave it at 0")
+        check_dependent(self, {**AGENT_DEPENDENT, **kit.SAMPLES_RULES}, "agent train")
+
+    def validate_task(self) -> None:
+        """task=kernels: its inputs and keys, checked before anything is written."""
+        if self.task != "kernels":
+            return
+        if not self.model or not self.data:
+            raise ShiftkitError("agent train task=kernels needs model=<HF model dir> and data=<problem rows>")
+        if self.actions not in ("tools", "grammar"):
+            raise ShiftkitError(f"agent train: actions must be tools or grammar, got {self.actions!r}")
+        if self.eval_every and not self.eval_data:
+            raise ShiftkitError("agent train task=kernels: eval_every > 0 needs eval_data=<held-out problem rows> (or eval_every=0)")
+        self.check_kernel_keys("agent train")
+        self.check_tool_keys("agent train")
+        from shiftkit.kernels.pool import CLIENT_FIELDS
+
+        bad = sorted(k for k in self.kernel_config if k not in CLIENT_FIELDS)
+        if bad:
+            raise ShiftkitError(f"agent train: kernel_config field(s) {', '.join(bad)} cannot be set per request; "
+                                f"known: {', '.join(sorted(CLIENT_FIELDS))}")
+
+
+_KERNELS = (lambda c: c.task == "kernels", "with task=kernels")
+_TOY = (lambda c: c.task == "toy", "with task=toy")
+AGENT_DEPENDENT = {**{k: _KERNELS for k in ("model", "data", "eval_data", "actions", "obs_max_tokens", "backend", "tools",
+                                             "skill_in_prompt", "tool_timeout_s")},
+                   **{k: _TOY for k in ("warm_dir", "warm_steps", "warm_batch", "warm_lr", "warm_p_correct")},
+                   **kernel_env_rules(lambda c: c.task == "kernels", lambda c: c.task == "kernels", "with task=kernels",
+                                      "with task=kernels"),
+                   "rollout_sync": (lambda c: bool(c.rollout_url), "with served rollouts (rollout_url)")}
 
 
 def warm_start(cfg: AgenticRLConfig, progress: bool = False) -> Path:
@@ -213,20 +236,20 @@ def evaluate_toy(model, tok, problems, max_turns: int, max_new: int, temperature
             "malformed_call_rate": sum(e.malformed_calls > 0 for e in eps) / n}
 
 
-def value_pretrain(policy, critic, tok, cfg: AgenticRLConfig, copt) -> dict:
+def value_pretrain(policy, critic, tok, cfg: AgenticRLConfig, copt, task) -> dict:
     """Fit the critic to GAE targets on rollouts of the frozen policy; report held-out error before/after."""
     G = cfg.group_size
-    held_eps, held_rows = toy_rollouts(policy, tok, [p for p in draw(cfg.seed, 0, cfg.prompts_per_step, "vp_heldout") for _ in range(G)],
-                                       cfg.max_turns, cfg.max_new_tokens, cfg.temperature, list(range(900_000, 900_000 + cfg.prompts_per_step * G)))
+    held_eps, held_rows = task.rollouts(policy, tok, [p for p in task.draw(cfg.seed, 0, cfg.prompts_per_step, "vp_heldout") for _ in range(G)],
+                                        list(range(900_000, 900_000 + cfg.prompts_per_step * G)))
     held = collate(held_rows, tok.pad_token_id)
-    held_r = torch.tensor([e.reward for e in held_eps])
+    held_r = scorable_rewards(held_eps, held)
     before = critic_error(critic, held, held_r)
     data = []
     for k in range(cfg.value_pretrain_batches):
-        probs = [p for p in draw(cfg.seed, k, cfg.prompts_per_step, "vp") for _ in range(G)]
-        eps, rows = toy_rollouts(policy, tok, probs, cfg.max_turns, cfg.max_new_tokens, cfg.temperature,
-                                 [800_000 + k * 1000 + i for i in range(len(probs))])
-        data.append((collate(rows, tok.pad_token_id), torch.tensor([e.reward for e in eps])))
+        probs = [p for p in task.draw(cfg.seed, k, cfg.prompts_per_step, "vp") for _ in range(G)]
+        eps, rows = task.rollouts(policy, tok, probs, [800_000 + k * 1000 + i for i in range(len(probs))])
+        batch = collate(rows, tok.pad_token_id)
+        data.append((batch, scorable_rewards(eps, batch)))
     curve = []
     for s in range(cfg.value_pretrain_steps):
         batch, r_B = data[s % len(data)]
@@ -245,20 +268,87 @@ def value_pretrain(policy, critic, tok, cfg: AgenticRLConfig, copt) -> dict:
             "heldout_success": float(held_r.mean())}
 
 
+def unscorable_nan(eps: list, r_B: torch.Tensor) -> torch.Tensor:
+    """``r_B`` with NaN where the episode is unscorable (:func:`shiftkit.advantages.group_advantages` leaves
+    those rows out of their group's mean and std and gives them advantage 0)."""
+    return torch.where(torch.tensor([e.reward is None for e in eps]), torch.full_like(r_B, float("nan")), r_B)
+
+
+def scorable_rewards(eps: list, batch: dict) -> torch.Tensor:
+    """The episodes' rewards; an unscorable episode (reward None: the environment could not judge it) gets 0
+    and its generated tokens leave ``batch["gen_BT"]``, so it carries no loss, advantage or value target."""
+    rs = [e.reward for e in eps]
+    ok_B = torch.tensor([r is not None for r in rs])
+    batch["gen_BT"] = batch["gen_BT"] * ok_B[:, None].to(batch["gen_BT"].dtype)
+    return torch.tensor([float(r) if r is not None else 0.0 for r in rs])
+
+
+class ToyTask:
+    """``task=toy``: the calculator tool task (:mod:`shiftkit.agent.toytask`) behind the loop's task interface
+    (``policy``, ``draw``, ``rollouts``, ``evaluate``, ``stats``, ``sample_rows``, ``close``; as
+    :class:`shiftkit.agent.kernel_task.KernelTask`)."""
+
+    def __init__(self, cfg: AgenticRLConfig):
+        self.cfg = cfg
+
+    def policy(self, d):
+        if d.is_main:  # the cached warm start, built once
+            warm_start(self.cfg, self.cfg.progress)
+        d.barrier()
+        return load_model_and_tokenizer(warm_start(self.cfg, self.cfg.progress))
+
+    def draw(self, seed: int, step: int, n: int, split: str = "train"):
+        return draw(seed, step, n, split)
+
+    def rollouts(self, model, tok, problems, seeds, sampler=None, logps=None):
+        c = self.cfg
+        return toy_rollouts(model, tok, problems, c.max_turns, c.max_new_tokens, c.temperature, seeds, sampler, logps)
+
+    def evaluate(self, model, tok) -> dict:
+        c = self.cfg
+        return evaluate_toy(model, tok, draw(c.seed, 0, c.eval_n, "eval"), c.max_turns, c.max_new_tokens)
+
+    def stats(self, eps) -> dict:
+        n = len(eps)
+        return {"correct_call_rate": sum(e.called_correctly for e in eps) / n,
+                "malformed_call_rate": sum(e.malformed_calls > 0 for e in eps) / n, "turns": sum(len(e.turns) for e in eps) / n}
+
+    def sample_rows(self, step: int, eps, n: int) -> list[dict]:
+        return [{"step": step + 1, "prompt": e.problem.prompt, "turns": e.turns, "tool_outputs": e.tool_outputs,
+                 "reward": e.reward} for e in eps[:n]]
+
+    def close(self) -> None:
+        pass
+
+
+def make_task(cfg: AgenticRLConfig):
+    """The task of ``cfg.task``; its inputs load and validate here, before the run writes anything."""
+    if cfg.task == "kernels":
+        from shiftkit.agent.kernel_task import KernelTask
+
+        return KernelTask(cfg)
+    return ToyTask(cfg)
+
+
 def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
     """The loop, in a run directory (``cfg.out``) that resumes after a kill; returns the summary."""
     cfg.validate()
     client = served_rollouts(cfg.rollout_url, cfg.rollout_sync)  # an unreachable server fails before anything is written
+    task = make_task(cfg)  # its inputs load and validate before anything is written
+    try:
+        return _train(cfg, task, client)
+    finally:
+        task.close()
+
+
+def _train(cfg: AgenticRLConfig, task, client) -> dict:
     d, run = kit.open_run(cfg)
     if run.done:
         return run.summary()
     if d.world > 1 and d.device.type != "cpu":
-        raise ShiftkitError("agentic rl: several processes run on CPU only (the toy task's batches are CPU tensors); "
+        raise ShiftkitError("agentic rl: several processes run on CPU only (the episodes' batches are CPU tensors); "
                             "launch with --cpu or CUDA_VISIBLE_DEVICES=''")
-    if d.is_main:  # the cached warm start, built once
-        warm_start(cfg, cfg.progress)
-    d.barrier()
-    policy, tok = load_model_and_tokenizer(warm_start(cfg, cfg.progress))
+    policy, tok = task.policy(d)
     torch.manual_seed(cfg.seed)
     critic = ValueModel(policy) if cfg.algo == "ppo" else None  # from the full policy, before any adapters
     policy = prepare_policy(policy, cfg)  # LoRA adapters, activation checkpointing
@@ -274,11 +364,10 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
         load_optimizer_state(critic, copt, extra["critic_opt"])
     elif critic is not None and cfg.value_pretrain_steps:
         with d.gathered(policy):  # every rank pretrains on the same rollouts (averaged gradients: one process's)
-            extra["value_pretrain"] = value_pretrain(policy, train_critic, tok, cfg, copt)
-    evals = draw(cfg.seed, 0, cfg.eval_n, "eval")
+            extra["value_pretrain"] = value_pretrain(policy, train_critic, tok, cfg, copt, task)
 
     def eval_fn() -> dict:
-        return {f"eval/{k}": v for k, v in evaluate_toy(policy, tok, evals, cfg.max_turns, cfg.max_new_tokens).items()}
+        return {f"eval/{k}": v for k, v in task.evaluate(policy, tok).items()}
 
     kit.first_eval(st, eval_fn)
     if client is not None:  # the server samples from the run's policy (the warm start, or the resumed checkpoint)
@@ -291,15 +380,15 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
     for step in range(st.start, cfg.steps):
         t0 = time.time()
         mine = d.shard(list(range(P)))  # this rank's prompts, each with its group
-        probs = [p for i, p in enumerate(draw(cfg.seed, step, P)) if i in mine for _ in range(G)]
+        probs = [p for i, p in enumerate(task.draw(cfg.seed, step, P)) if i in mine for _ in range(G)]
         seeds = [kit.row_seed(cfg.seed, step, i, j) for i in mine for j in range(G)]
         lps = [] if client is not None else None
         with d.gathered(policy):
-            eps, rows = toy_rollouts(policy, tok, probs, cfg.max_turns, cfg.max_new_tokens, cfg.temperature, seeds,
-                                     sampler=client.sample if client is not None else None, logps=lps)
+            eps, rows = task.rollouts(policy, tok, probs, seeds, sampler=client.sample if client is not None else None,
+                                      logps=lps)
         batch = collate(rows, tok.pad_token_id, lps)
+        r_B = scorable_rewards(eps, batch)
         gen_BT = batch["gen_BT"]
-        r_B = torch.tensor([e.reward for e in eps])
         mbs = microbatch.micro_batches(batch["pmask_BP"], batch["valid_BT"], cfg.token_budget, d=d,
                                        packed=cfg.packing)  # memory: one micro-batch at a time
         train = {k: v for k, v in batch.items() if k != "rollout_logp_BT"}
@@ -309,7 +398,7 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
             old_v_BT = (microbatch.per_micro_batch(mbs, gen_BT, lambda mb: critic(micro(train, mb)))
                         if critic is not None else None)
         if cfg.algo == "grpo":
-            adv_BT, ret_BT = advantages.group_advantages(r_B, G)[:, None].expand_as(gen_BT).float() * gen_BT, None
+            adv_BT, ret_BT = advantages.group_advantages(unscorable_nan(eps, r_B), G)[:, None].expand_as(gen_BT).float() * gen_BT, None
         else:
             adv_BT, ret_BT = advantages.gae(advantages.terminal_rewards(r_B, gen_BT), old_v_BT, gen_BT, cfg.gamma, cfg.lam)
             if cfg.whiten_advantages:
@@ -322,7 +411,7 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
         for _ in range(cfg.ppo_epochs if critic is not None else 0):  # the critic: as many passes (it shares nothing)
             vloss, vmse = value_update(train_critic, copt, d, train, mbs, old_v_BT, ret_BT, n_gen, cfg)
         n = max(float(gen_BT.sum()), 1.0)  # this rank's tokens (clip_frac, entropy: rank 0's share)
-        stats = {k: float(d.sum(v * len(eps))) / (P * G) for k, v in episode_stats(eps, batch).items()}  # global
+        stats = global_episode_stats(eps, batch, task, d, P * G)
         row = {**stats, "loss": float(loss_sum), "clip_frac": float(clip_sum / n),
                "micro_batches": len(mbs), **({"entropy": ent_sum / n_trained} if n_trained else {}),
                "grad_norm": gnorm, "has_signal": has_signal, "step_time": time.time() - t0}
@@ -332,6 +421,7 @@ def run_agentic_rl(cfg: AgenticRLConfig) -> dict:
             gap = logprob_gap(batch["rollout_logp_BT"], old_logp_BT, gen_BT)
             row.update({f"rollout/logprob_gap_{k}": v for k, v in gap.items()})
             client.sync_weights(policy, tok, run.path / "rollout_weights", d)
+        kit.write_samples(st, step, cfg.samples_every, lambda: task.sample_rows(step, eps, cfg.samples_n))
         kit.log_step(st, step, row, cfg.steps, cfg.eval_every, eval_fn if cfg.eval_every else None,
                      reward=f"{row['reward']:.3f}")
         kit.checkpoint(st, step, cfg.steps, cfg.save_every, policy, tok, opt, extra=lambda: {**extra, **(
@@ -387,14 +477,23 @@ def value_update(critic, copt, d, train: dict, mbs: list, old_v_BT, ret_BT, n_ge
     return float(loss_sum), mse_sum / max(float(train["gen_BT"].sum()), 1.0)
 
 
-def episode_stats(eps: list, batch: dict) -> dict:
-    """Reward, tool-call behaviour and token counts of one step's episodes."""
-    n, gen_BT = len(eps), batch["gen_BT"]
-    return {"reward": float(torch.tensor([e.reward for e in eps]).mean()),
-            "correct_call_rate": sum(e.called_correctly for e in eps) / n,
-            "malformed_call_rate": sum(e.malformed_calls > 0 for e in eps) / n,
-            "turns": sum(len(e.turns) for e in eps) / n, "gen_tokens": float(gen_BT.sum(-1).float().mean()),
+def episode_stats(eps: list, batch: dict, task) -> dict:
+    """Reward (over the scorable episodes), the task's behaviour statistics and token counts of one step."""
+    gen_BT = batch["gen_BT"]
+    ok = [float(e.reward) for e in eps if e.reward is not None]
+    return {"reward": sum(ok) / len(ok) if ok else float("nan"), **task.stats(eps),
+            "gen_tokens": float(gen_BT.sum(-1).float().mean()),
             "tool_tokens": float(((batch["valid_BT"] - gen_BT).clamp(min=0)).sum(-1).float().mean())}
+
+
+def global_episode_stats(eps: list, batch: dict, task, d, n_all: int) -> dict:
+    """:func:`episode_stats` over every rank's episodes (``n_all`` of them): each statistic's episode-weighted
+    mean, the reward's over the scorable episodes of all ranks."""
+    local = episode_stats(eps, batch, task)
+    ok = [float(e.reward) for e in eps if e.reward is not None]
+    n_ok = float(d.sum(len(ok)))
+    out = {k: float(d.sum(v * len(eps))) / n_all for k, v in local.items() if k != "reward"}
+    return {"reward": float(d.sum(sum(ok))) / n_ok if n_ok else float("nan"), **out}
 
 
 def run_summary(cfg: AgenticRLConfig, st: kit.RunState, extra: dict, eval_fn) -> dict:
@@ -418,6 +517,7 @@ def kernel_rl_step(events_list: list[list[dict]], policy, tok, algo: str = "ppo"
     tokenized with assistant-only masks, trajectory rewards = the episodes' final rewards, GRPO group
     advantages or PPO/GAE from the critic, then :func:`shiftkit.losses.policy_loss` and the value loss.
     Mechanics only: with a scripted/tiny policy nothing is learned."""
+    events_list = [ev for ev in events_list if end_of(ev)["final_reward"] is not None]  # unscorable: no update
     rows = [{"messages": messages_of(ev), "tools": ev[0]["tools"]} for ev in events_list]
     ex = chat_examples(tok, rows, max_len)
     batch = collate(ex, tok.pad_token_id)

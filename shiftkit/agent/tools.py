@@ -26,6 +26,11 @@ from shiftkit.agent.workspace import ReadOnly, SandboxViolation, Workspace
 MAX_OBSERVATION_CHARS = 6000
 
 
+class Unjudged(RuntimeError):
+    """The kernel environment could not judge a request: the service unreachable, full or past its deadline,
+    or its harness failed. Not the candidate's fault: a final evaluation that raises it is unscorable."""
+
+
 @dataclass
 class ToolResult:
     ok: bool
@@ -268,9 +273,16 @@ def _run_on_env(ctx: ToolContext, sol, mode: str) -> dict:
     default = EvalConfig()
     over = {f.name: getattr(ctx.eval_config, f.name) for f in dataclasses.fields(EvalConfig)
             if f.name in CLIENT_FIELDS and getattr(ctx.eval_config, f.name) != getattr(default, f.name)}
-    d = ctx.env.evaluate(ctx.problem.source, workspace_files(ctx), mode, over, ctx.problem.name)
+    from shiftkit.errors import ShiftkitError
+
+    try:
+        d = ctx.env.evaluate(ctx.problem.source, workspace_files(ctx), mode, over, ctx.problem.name)
+    except ShiftkitError as e:  # unreachable, or the token refused
+        raise Unjudged(str(e)) from None
     if "error" in d:
-        raise ValueError(f"the kernel environment could not judge this ({d.get('status')}): {d['error']}")
+        if d.get("status") == 400:  # the request itself is wrong (e.g. a file name the environment refuses)
+            raise ValueError(f"the kernel environment refused this request: {d['error']}")
+        raise Unjudged(f"the kernel environment could not judge this ({d.get('status')}): {d['error']}")
     return _summarize(d, mode) | {"solution_hash": sol.hash, "seconds": round(float(d.get("seconds", 0.0)), 3)}
 
 

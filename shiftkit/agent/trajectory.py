@@ -7,6 +7,7 @@ One file per episode, one event per line, in order::
     {"type": "tool_result", "turn": t, "call_id": ..., "name": ..., "kind": ..., "reward": ...}
     ...
     {"type": "end", "outcome": ..., "final_reward": ..., "rewards": [...], "counts": {...}, "timings": {...}}
+                                                 final_reward None: unscorable (the environment could not judge it)
 
 The schema is JSON Schema (draft-07 subset); :func:`validate` is a small dependency-free validator for
 exactly the keywords used here (type, required, properties, additionalProperties, enum, items).
@@ -50,7 +51,7 @@ SCHEMAS = {
                                    "ok": {"type": "boolean"}, "kind": {"enum": TOOL_KINDS}, "seconds": {"type": "number"},
                                    "reward": {"type": ["number", "null"]}, "data": {"type": "object"}, "repeated": {"type": "boolean"}}},
     "end": {"type": "object", "required": ["type", "outcome", "final_reward", "rewards", "counts", "timings"],
-            "properties": {"outcome": {"enum": OUTCOMES}, "final_reward": {"type": "number"},
+            "properties": {"outcome": {"enum": OUTCOMES}, "final_reward": {"type": ["number", "null"]},
                            "final_eval": {"type": ["object", "null"]}, "error": {"type": ["string", "null"]},
                            "rewards": {"type": "array", "items": {"type": "object", "required": ["turn", "tool", "reward"]}},
                            "counts": {"type": "object", "required": ["turns", "tool_calls", "malformed", "sandbox_violations",

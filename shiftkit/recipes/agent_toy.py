@@ -146,7 +146,7 @@ def demo_stage(ctx: dict) -> dict:
     c = ep["counts"]
     rep += ["", f"Scripted kernel episode (cpu backend, scale_shift_clamp): outcome {ep['outcome']}, {c['turns']} turns, "
                 f"{c['tool_calls']} tool calls (injected compile error observed and fixed), rewards per verify/profile "
-                f"{[r['reward'] for r in ep['rewards']]}, final reward {ep['final_reward']:+g}."]
+                f"{[r['reward'] for r in ep['rewards']]}, final reward {'unscorable' if ep['final_reward'] is None else format(ep['final_reward'], '+g')}."]
     if step:
         rep.append(f"One agentic PPO step on [scripted, tiny-policy] kernel trajectories (rewards {step['rewards']}): "
                    f"{step['gen_tokens']} generated tokens trained, {step['context_tokens']} context/tool tokens masked, "
