@@ -326,6 +326,10 @@ RANGES: dict[str, str] = {
     # the real-model experiment
     "train_per_task": ">= 1", "heal_rows": ">= 1", "heal_temperature": "> 0", "heal_max_new_tokens": ">= 1",
     "format_tol": "[0, 1]", "length_tol": ">= 0",
+    # the kernel reward in the loops and the agent-kernels experiment
+    "kernel_slots": ">= 0", "obs_max_tokens": ">= 1", "env_slots": ">= 1", "sft_rows": ">= 1", "sft_steps": ">= 1",
+    "sft_lr": "> 0", "demo_episodes": ">= 1", "rft_episodes": ">= 1", "rft_steps": ">= 1", "st_steps": ">= 1",
+    "st_lr": "> 0", "st_kl_coef": ">= 0", "mt_steps": ">= 1", "mt_lr": "> 0",
 }
 
 _RULE = re.compile(r"^\s*(?:(?P<op>>=|>)\s*(?P<x>-?[\d.]+)|(?P<lb>[\[(])\s*(?P<a>-?[\d.]+)\s*,\s*(?P<b>-?[\d.]+)\s*"

@@ -117,7 +117,7 @@ def test_a_file_path_reward(tmp_path):
 
 
 @pytest.mark.parametrize("spec,pattern", [
-    ("mth", r"unknown reward 'mth' \(did you mean 'math'\? built in: arith, exact, format, math; or a function as "
+    ("mth", r"unknown reward 'mth' \(did you mean 'math'\? built in: arith, exact, format, kernel, math; or a function as "
             r"pkg.module:function\)"),
     ("nosuchpkg.mod:fn", r"reward 'nosuchpkg.mod:fn': cannot import module 'nosuchpkg.mod' \(No module named"),
     ("myrewards:missing", r"reward 'myrewards:missing': module 'myrewards' has no function 'missing'"),
