@@ -23,6 +23,7 @@ The fake's workers really load the weights (two workers, like tensor parallel 2)
 the trainer's weights arrive, and the client's requests are recorded and compared field by field.
 """
 
+import contextlib
 import copy
 import json
 import threading
@@ -44,7 +45,8 @@ from shiftkit.serve import CompletionServer
 API_KEY = "vllm-api-key"
 SPEC = TinyModelSpec(hidden_size=32, num_hidden_layers=1, intermediate_size=64, num_attention_heads=2,
                      num_key_value_heads=1, head_dim=16)
-ONE = types.SimpleNamespace(shard=lambda xs: xs, device=torch.device("cpu"), is_main=True, barrier=lambda: None)
+ONE = types.SimpleNamespace(shard=lambda xs: xs, device=torch.device("cpu"), is_main=True, barrier=lambda: None,
+                            gathered=lambda *models: contextlib.nullcontext())  # one process: nothing to gather
 PROMPTS = ["Q:12+7=", "hello"]
 KW = dict(max_new_tokens=6, temperature=1.0)
 GUARDED_PREFIX = ("/v1", "/v2", "/inference", "/cohere")  # authenticate.py

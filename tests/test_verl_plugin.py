@@ -20,6 +20,7 @@ The native numbers are shiftkit's OPD loop's own: :func:`shiftkit.opd.loop.opd_s
 and :func:`shiftkit.opd.loop.opd_policy_loss` (loss and gradient).
 """
 
+import contextlib
 import copy
 import types
 
@@ -37,7 +38,8 @@ from shiftkit.opd.loop import OPDConfig, opd_policy_loss, opd_signal  # noqa: E4
 
 SPEC = TinyModelSpec(hidden_size=32, num_hidden_layers=1, intermediate_size=64, num_attention_heads=2,
                      num_key_value_heads=1, head_dim=16)
-ONE = types.SimpleNamespace(shard=lambda xs: xs, device=torch.device("cpu"), is_main=True, barrier=lambda: None)
+ONE = types.SimpleNamespace(shard=lambda xs: xs, device=torch.device("cpu"), is_main=True, barrier=lambda: None,
+                            gathered=lambda *models: contextlib.nullcontext())  # one process: nothing to gather
 PROMPTS = ["Q:12+7=", "Q:3*4=", "hello"]
 CLIP = 0.2
 
