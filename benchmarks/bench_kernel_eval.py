@@ -250,9 +250,40 @@ def block_spread(runs: list[list[dict]], baseline: str) -> dict:
             "within_block_sd": statistics.median(within) if within else None}
 
 
-def bench_rewards(n: int, overrides: dict | None = None, cases: set | None = None) -> dict:
+def _rewards_summary(n: int, cfg0: EvalConfig, overrides: dict, rows: dict) -> dict:
+    """The section's summary from the cases measured so far (a partial run is summarised the same way)."""
+    done = [r for r in rows.values() if r["complete"]]
+    clear = [r for r in done if r["kind"] == "clear"]
+    near = [r for r in done if r["kind"] == "near"]
+    all_loads = [x[0] for r in rows.values() for x in r["loadavg_before_each"]]
+    cvs = [r["paired_ratio_cv"] for r in done if r["paired_ratio_cv"] is not None]
+    return {
+        "repeats": n, "overrides": overrides, "settings": {"baseline_compile": "only for the vs_compile case", "timed_calls": cfg0.timed_calls,
+                                   "timing_blocks": cfg0.timing_blocks, "max_timed_calls": cfg0.max_timed_calls,
+                                   "rounds_per_block": -(-cfg0.timed_calls // cfg0.timing_blocks),
+                                   "respawn_blocks": cfg0.respawn_blocks, "pin_cpu": cfg0.pin_cpu,
+                                   "interval": "Student-t over block medians of per-round log ratios", "estimator": "geometric mean of block medians",
+                                   "ci_level": cfg0.ci_level, "margin": cfg0.margin, "warmup": cfg0.warmup,
+                                   "timer": "auto (whole-tree CPU time, cgroup)"},
+        "complete": len(done) == len([c for c in REWARD_CASES]) and all(r["complete"] for r in rows.values()),
+        "cases_done": [k for k, r in rows.items() if r["complete"]],
+        "load_1min": {"min": min(all_loads), "median": statistics.median(all_loads), "max": max(all_loads),
+                      "note": "/proc/loadavg before each evaluation (per case: loadavg_before_each, loadavg_after_each); "
+                              "other jobs share the 2 vCPUs"} if all_loads else None,
+        "cases": rows,
+        "reward_flip_rate": {"clear_max": max((r["flip_rate"] for r in clear), default=None),
+                             "near_max": max((r["flip_rate"] for r in near), default=None),
+                             "per_case": {k: v["flip_rate"] for k, v in rows.items() if v["complete"]},
+                             "goal": "0 for the clear cases, <= 0.10 with inconclusive reported for the near cases"},
+        "paired_ratio_cv": {"max": max(cvs, default=None), "median": statistics.median(cvs) if cvs else None,
+                            "per_case": {k: v["paired_ratio_cv"] for k, v in rows.items() if v["complete"]}, "goal": 0.03},
+    }
+
+
+def bench_rewards(n: int, overrides: dict | None = None, cases: set | None = None, on_progress=None) -> dict:
     """Repeated full evaluations (paired vs eager, default sampling budget): reward flips and ratio CV.
-    ``overrides``: EvalConfig fields for every evaluation (e.g. the single-block design for a comparison)."""
+    ``overrides``: EvalConfig fields for every evaluation (e.g. the single-block design for a comparison).
+    ``on_progress(summary)``: called after every evaluation with the summary so far (the caller writes it)."""
     import math
     from collections import Counter
 
@@ -262,13 +293,14 @@ def bench_rewards(n: int, overrides: dict | None = None, cases: set | None = Non
     for label, prob, sol, kind, with_compile in REWARD_CASES:
         if cases and label not in cases:
             continue
-        rewards, speed, incon, rounds, secs, reasons, blocks, cis, loads = [], [], [], [], [], [], [], [], []
+        rewards, speed, incon, rounds, secs, reasons, blocks, cis, loads, loads_after = [], [], [], [], [], [], [], [], [], []
         base = "compile" if with_compile else "eager"
-        for _ in range(n):
+        for i in range(n):
             loads.append(_loadavg())
             t0 = time.perf_counter()
             r = evaluate(PROBLEMS / f"{prob}.py", sol, EvalConfig(**{**overrides, "baseline_compile": with_compile}))
             secs.append(time.perf_counter() - t0)
+            loads_after.append(_loadavg())
             rewards.append(r.reward)
             speed.append(r.speedup_compile if with_compile else r.speedup_eager)
             incon.append(r.inconclusive)
@@ -276,40 +308,28 @@ def bench_rewards(n: int, overrides: dict | None = None, cases: set | None = Non
             reasons.append(r.reason[:160])
             blocks.append(r.paired.get("blocks", []))
             cis.append(r.paired.get(base, {}).get("ci"))
-        mode = Counter(rewards).most_common(1)[0][0]
-        flips = sum(1 for x in rewards if x != mode) / n
-        ok = [x for x in speed if x]
-        med_blocks = [math.exp(statistics.median([math.log(b[base]) for b in bl])) for bl in blocks if bl]
-        rows[label] = {"kind": kind, "baseline": base, "rewards": rewards, "mode": mode, "flip_rate": flips,
-                       "inconclusive": sum(incon), "speedup": speed, "paired_ratio_cv": cv(ok) if ok else None,
-                       "ci": cis, "rounds": rounds, "n_blocks": [len(b) for b in blocks],
-                       "block_speedups": [[b[base] for b in bl] for bl in blocks], "block_cpus": [[b.get("cpus", b.get("cpu")) for b in bl] for bl in blocks],
-                       "median_of_blocks_cv": cv(med_blocks) if med_blocks else None,
-                       **block_spread(blocks, base),
-                       "reasons": reasons, "seconds_per_eval": statistics.median(secs), "loadavg_before_each": loads}
-        print(f"  {label:28s} {kind:5s} rewards {rewards} flip {flips:.2f} inconclusive {sum(incon)} "
-              f"cv {rows[label]['paired_ratio_cv'] or float('nan'):.3f} rounds {rounds} s/eval {rows[label]['seconds_per_eval']:.1f} load {loads[-1]}", flush=True)
-    clear = [r for r in rows.values() if r["kind"] == "clear"]
-    near = [r for r in rows.values() if r["kind"] == "near"]
-    all_loads = [x[0] for r in rows.values() for x in r["loadavg_before_each"]]
-    return {
-        "repeats": n, "overrides": overrides, "settings": {"baseline_compile": "only for the vs_compile case", "timed_calls": cfg0.timed_calls,
-                                   "timing_blocks": cfg0.timing_blocks, "max_timed_calls": cfg0.max_timed_calls,
-                                   "rounds_per_block": -(-cfg0.timed_calls // cfg0.timing_blocks),
-                                   "respawn_blocks": cfg0.respawn_blocks, "pin_cpu": cfg0.pin_cpu,
-                                   "interval": "Student-t over block medians of per-round log ratios", "estimator": "geometric mean of block medians",
-                                   "ci_level": cfg0.ci_level, "margin": cfg0.margin, "warmup": cfg0.warmup,
-                                   "timer": "auto (whole-tree CPU time, cgroup)"},
-        "load_1min": {"min": min(all_loads), "median": statistics.median(all_loads), "max": max(all_loads),
-                      "note": "/proc/loadavg before each evaluation (per case: loadavg_before_each); other jobs share the 2 vCPUs"},
-        "cases": rows,
-        "reward_flip_rate": {"clear_max": max(r["flip_rate"] for r in clear), "near_max": max(r["flip_rate"] for r in near),
-                             "per_case": {k: v["flip_rate"] for k, v in rows.items()},
-                             "goal": "0 for the clear cases, <= 0.10 with inconclusive reported for the near cases"},
-        "paired_ratio_cv": {"max": max((r["paired_ratio_cv"] or float("inf")) for r in rows.values()),
-                            "median": statistics.median((r["paired_ratio_cv"] or float("inf")) for r in rows.values()),
-                            "per_case": {k: v["paired_ratio_cv"] for k, v in rows.items()}, "goal": 0.03},
-    }
+            mode = Counter(rewards).most_common(1)[0][0]
+            flips = sum(1 for x in rewards if x != mode) / len(rewards)
+            ok = [x for x in speed if x]
+            med_blocks = [math.exp(statistics.median([math.log(b[base]) for b in bl])) for bl in blocks if bl]
+            rows[label] = {"kind": kind, "baseline": base, "complete": i + 1 == n, "evaluations": i + 1,
+                           "rewards": rewards, "mode": mode, "flip_rate": flips,
+                           "inconclusive": sum(incon), "speedup": speed, "paired_ratio_cv": cv(ok) if len(ok) > 1 else None,
+                           "speedup_spread": {"min": min(ok), "median": statistics.median(ok), "max": max(ok)} if ok else None,
+                           "ci": cis, "rounds": rounds, "n_blocks": [len(b) for b in blocks],
+                           "block_speedups": [[b[base] for b in bl] for bl in blocks], "block_cpus": [[b.get("cpus", b.get("cpu")) for b in bl] for bl in blocks],
+                           "median_of_blocks_cv": cv(med_blocks) if len(med_blocks) > 1 else None,
+                           **block_spread(blocks, base),
+                           "reasons": reasons, "seconds_per_eval": statistics.median(secs), "seconds": secs,
+                           "loadavg_before_each": loads, "loadavg_after_each": loads_after}
+            print(f"    {label} eval {i + 1}/{n}: reward {r.reward:+.0f} speedup {speed[-1] or float('nan'):.3f} "
+                  f"{secs[-1]:.0f} s load {loads[-1][0]:.1f}-{loads_after[-1][0]:.1f}", flush=True)
+            if on_progress:
+                on_progress(_rewards_summary(n, cfg0, overrides, rows))
+        row = rows[label]
+        print(f"  {label:28s} {kind:5s} rewards {rewards} flip {row['flip_rate']:.2f} inconclusive {sum(incon)} "
+              f"cv {row['paired_ratio_cv'] or float('nan'):.3f} rounds {rounds} s/eval {row['seconds_per_eval']:.1f} load {loads[-1]}", flush=True)
+    return _rewards_summary(n, cfg0, overrides, rows)
 
 
 def bench_suite() -> dict:
@@ -375,7 +395,7 @@ def bench_sandbox(n: int = 5, rounds: int = 200) -> dict:
     blob = wire.dumps_tensors({"init": [], "state": {}})
 
     def start():
-        w = sandbox.Worker(setup, {"problem.py": str(prob.path)}, 4096, 4096, time.monotonic() + 300, None, 64, 0, tempfile.gettempdir())
+        w = sandbox.Worker(setup, {"problem.py": str(prob.path)}, 4096, time.monotonic() + 300, None, 64, 0, tempfile.gettempdir())
         w.load(blob)
         return w
 
@@ -424,7 +444,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="skip the torch-binding cold build and compile baselines")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "kernel_eval.json"))
     ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--cases", default="", help="comma list of reward-case labels (rewards_single_block only)")
+    ap.add_argument("--cases", default="", help="comma list of reward-case labels (rewards, rewards_single_block)")
     ap.add_argument("--sections", default="compile,throughput,profiles,stability,rewards,side",
                     help="comma list; results merge into an existing --out file")
     args = ap.parse_args()
@@ -440,6 +460,20 @@ def main() -> None:
     res.setdefault("machine", {}).update({"cpu_count": os.cpu_count(), "torch": torch.__version__,
                                           f"load_avg_start_{'+'.join(sorted(sections))}": os.getloadavg()})
     res["settings"] = {"threads": 1, "trials": 5, "timed_calls": 30, "warmup": 3, "llc_flush": True}
+    from benchmarks.common import commit, command
+
+    res.update({"command": command(), "commit": commit(), "peer": None,
+                "peer_note": "reward stability (flip rate, paired-ratio CV) is a property of this environment alone; "
+                             "the side_by_side section scores the same fixtures with KernelBench's harness semantics"})
+    res.setdefault("matched", {}).update({"threads": 1, "note": "candidate and baselines of every case share inputs, "
+                                          "threads, warm-up, LLC flushes and CPU pinning per block"})
+
+    def save() -> None:  # atomically, after every section and every reward evaluation: a killed run keeps its rows
+        res["machine"]["load_avg_end"] = os.getloadavg()
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(res, indent=1, default=str) + "\n")
+        os.replace(tmp, out_path)
     if "compile" in sections:
         with tempfile.TemporaryDirectory() as tmp:
             print("compile cold vs cached ...", flush=True)
@@ -484,7 +518,13 @@ def main() -> None:
             res["rewards_before_blocks"] = prev  # the single-block design, kept for the before/after comparison
         elif prev and prev.get("design") != "issue17":
             res["rewards_issue10"] = prev  # the design before issue #17 (forkserver, untimed prepare), for the comparison
-        res["rewards"] = bench_rewards(args.repeats)
+        def progress(summary: dict) -> None:
+            res["rewards"] = summary | {"design": "issue17", "partial": True}
+            save()
+
+        res["rewards"] = bench_rewards(args.repeats, cases=set(args.cases.split(",")) if args.cases else None,
+                                       on_progress=progress)
+        res.pop("rewards_partial", None)  # the earlier run's printed line: superseded by the rows written here
         res["rewards"]["design"] = "issue17"
         res["rewards"]["load_1min_during"] = res["rewards"]["load_1min"]
         before = res.get("rewards_issue10", {}).get("cases", {})
@@ -503,9 +543,7 @@ def main() -> None:
         res["paired_ratio_cv"] = res["rewards"]["paired_ratio_cv"]
         print(json.dumps({"reward_flip_rate": res["reward_flip_rate"], "paired_ratio_cv": res["paired_ratio_cv"]}), flush=True)
     if "side" not in sections:
-        res["machine"]["load_avg_end"] = os.getloadavg()
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        out_path.write_text(json.dumps(res, indent=1, default=str) + "\n")
+        save()
         print(f"wrote {args.out}")
         return
     print("side by side with KernelBench's harness semantics ...", flush=True)

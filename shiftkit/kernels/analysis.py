@@ -52,6 +52,31 @@ def analyze_artefact(path: str) -> dict:
     return info
 
 
+RUNTIME_LIBS = ("libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", "libgomp.so.1")
+
+
+def runtime_exports() -> dict:
+    """Every name the system's language runtimes export: libm (C99 real and complex math, the floating-point
+    environment), libstdc++ (the C++ library and ABI runtime), libgcc_s (unwinding, arithmetic helpers),
+    libgomp (OpenMP). None of them can reach the harness, the dispatcher or another process; libc, which can
+    (dlopen, syscall, fork), stays a list of names."""
+    import ctypes
+
+    from shiftkit.kernels import symbols
+
+    loaded = []
+    for lib in RUNTIME_LIBS:
+        try:
+            ctypes.CDLL(lib)
+            loaded.append(lib)
+        except OSError:  # not installed here: its names are simply not allowed
+            pass
+    stems = tuple("/" + lib.split(".so")[0] + s for lib in loaded for s in (".so", "-"))
+    with open("/proc/self/maps") as f:
+        paths = sorted({ln.split()[-1] for ln in f if any(t in ln for t in stems)})
+    return {"paths": paths, "exports": sorted({n for p in paths for n in symbols.exports(p)})}
+
+
 def _main() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEM_BYTES, MEM_BYTES))
     resource.setrlimit(resource.RLIMIT_CPU, (CPU_S, CPU_S + 1))
@@ -62,6 +87,8 @@ def _main() -> None:
             out = analyze_solution(req["files"], req["main"], req["backend"])
         elif req["op"] == "artefact":
             out = analyze_artefact(req["path"])
+        elif req["op"] == "runtime":
+            out = runtime_exports()
         else:
             out = {"error": f"unknown op {req['op']!r}"}
     except (RecursionError, MemoryError) as e:

@@ -278,7 +278,17 @@ def run_build(spec: BuildSpec, units: list[str], src: Path, out: Path, timeout_s
 
 _BASELINE: dict[str, frozenset] = {}
 BASELINE_SPEC = BuildSpec(name="sk_baseline", kind="torch", backend="cpu", functions=["ident"],
-                          sources={"cpp_sources.cpp": "torch::Tensor ident(torch::Tensor x) { return x.contiguous(); }\n"})
+                          sources={"cpp_sources.cpp": (
+                              # the public API's inline helpers an honest binding uses (at::parallel_for,
+                              # at::parallel_reduce): whatever they make the linker name is allowed to every binding
+                              "torch::Tensor ident(torch::Tensor x) {\n"
+                              "  auto y = x.contiguous();\n"
+                              "  at::parallel_for(0, y.numel(), 1 << 14, [&](int64_t b, int64_t e) { (void)b; (void)e; });\n"
+                              "  double s = at::parallel_reduce(0, y.numel(), 1 << 14, 0.0, [&](int64_t b, int64_t e, double a) {\n"
+                              "    return a + double(e - b); }, [](double a, double b) { return a + b; });\n"
+                              "  (void)s;\n"
+                              "  return y;\n"
+                              "}\n")})
 
 
 def torch_baseline_imports(cache: Path, timeout_s: float, isolate: bool) -> frozenset:
@@ -293,12 +303,27 @@ def torch_baseline_imports(cache: Path, timeout_s: float, isolate: bool) -> froz
     return _BASELINE[key]
 
 
+_RUNTIME: dict[str, frozenset] = {}
+
+
+def runtime_imports(timeout_s: float) -> frozenset:
+    """Every name the system's language runtimes export (libm, libstdc++, libgcc_s, libgomp; read once per
+    process, in the analysis subprocess): an extension may import any of them, by library rather than by a
+    list of names (``cexpf`` as much as ``expf``, ``__cxa_throw_bad_array_new_length`` as much as ``__cxa_throw``)."""
+    if "x" not in _RUNTIME:
+        from shiftkit.kernels.analysis import run
+
+        _RUNTIME["x"] = frozenset(run({"op": "runtime"}, timeout_s=max(30.0, timeout_s))["exports"])
+    return _RUNTIME["x"]
+
+
 def _check_artefact(so: str, kind: str, cache: Path, timeout_s: float, isolate: bool, baseline: bool) -> tuple[dict, list[str]]:
     from shiftkit.kernels import symbols
     from shiftkit.kernels.analysis import run
 
     info = run({"op": "artefact", "path": so}, timeout_s=max(30.0, timeout_s))
     allowed = frozenset() if baseline or kind != "torch" else torch_baseline_imports(cache, timeout_s, isolate)
+    allowed = allowed | (frozenset() if baseline else runtime_imports(timeout_s))
     forbidden = [] if baseline else symbols.forbidden_imports(info["undefined"], kind, info.get("demangled", {}), allowed)
     return info, forbidden
 

@@ -224,6 +224,110 @@ class TreeGroup:
         self.dirs = {}
 
 
+def _boot_ns() -> int:
+    return time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+
+
+_REAPED: set[str] = set()
+
+
 def make_group(prefix: str, pids_max: int = 0, mem_bytes: int = 0, cpus: list[int] | None = None) -> TreeGroup:
-    """A fresh TreeGroup named ``<prefix>_<pid>_<ns>`` (CgroupError where none can be made here)."""
-    return TreeGroup(f"{prefix}_{os.getpid()}_{time.monotonic_ns()}", pids_max, mem_bytes, cpus)
+    """A fresh TreeGroup named ``<prefix>_<pid>_<boot ns>`` (CgroupError where none can be made here). The
+    first group of a prefix in a process reaps that prefix's orphans first (:func:`reap_orphans`)."""
+    if prefix not in _REAPED:
+        _REAPED.add(prefix)
+        reap_orphans(prefix)
+    return TreeGroup(f"{prefix}_{os.getpid()}_{_boot_ns()}", pids_max, mem_bytes, cpus)
+
+
+def _started_after(pid: int, boot_ns: int) -> bool | None:
+    """Did process ``pid`` start after ``boot_ns`` (CLOCK_BOOTTIME)? None if there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    start_ns = int(fields[19]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")  # field 22: start time, ticks since boot
+    return start_ns > boot_ns + 1_000_000_000  # one second of slack for the tick's resolution
+
+
+def orphan(name: str, prefix: str) -> bool:
+    """Pure enough to test: is the group ``name`` (``<prefix>_<pid>_<boot ns>``) left behind by a parent that
+    is gone? True when no process has that pid, or the one that has it started after the group was made (the
+    pid was reused). Names that do not parse are never orphans (not ours)."""
+    parts = name.split("_")
+    if len(parts) != 3 or parts[0] != prefix or not (parts[1].isdigit() and parts[2].isdigit()):
+        return False
+    pid, made = int(parts[1]), int(parts[2])
+    if pid == os.getpid():
+        return False
+    later = _started_after(pid, made)
+    return later is None or later
+
+
+def _kill_dirs(dirs: dict[str, str], wait_s: float = 10.0) -> None:
+    """SIGKILL every task in the group's directories (whichever hierarchies are left), thaw it so the
+    signals are taken, wait until it is empty (at most ``wait_s``), then remove the directories."""
+    end = time.monotonic() + wait_s
+    while True:
+        pids = set()
+        for ctl, d in dirs.items():
+            if ctl == "unified":
+                try:
+                    with open(os.path.join(d, "cgroup.kill"), "w") as f:
+                        f.write("1")
+                except OSError:
+                    pass
+            try:
+                with open(os.path.join(d, "cgroup.procs")) as f:
+                    pids |= {int(x) for x in f.read().split()}
+            except (OSError, ValueError):
+                pass
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        for ctl, fname, v in (("freezer", "freezer.state", "THAWED"), ("unified", "cgroup.freeze", "0")):
+            if ctl in dirs:
+                try:
+                    with open(os.path.join(dirs[ctl], fname), "w") as f:
+                        f.write(v)
+                except OSError:
+                    pass
+        if not pids or time.monotonic() > end:
+            break
+        time.sleep(0.01)
+    for d in dirs.values():
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+
+
+def reap_orphans(prefix: str = "skw") -> list[str]:
+    """Kill the trees of, and remove, every ``prefix`` group of this user whose parent is gone (a parent killed
+    by a signal runs no ``finally``: its frozen trees cannot die until thawed, and nothing else thaws them).
+    Returns the groups' paths that were reaped. Never raises: a group it cannot remove is left for later."""
+    found: dict[str, dict[str, str]] = {}
+    bases = {"unified": _v2_base()} if _v2_base() else {c: _v1_base(c) for c in TreeGroup.V1}
+    for ctl, base in bases.items():
+        if not base:
+            continue
+        try:
+            names = os.listdir(base)
+        except OSError:
+            continue
+        for n in names:
+            d = os.path.join(base, n)
+            try:
+                mine = os.stat(d).st_uid == os.getuid()
+            except OSError:
+                continue
+            if mine and orphan(n, prefix):
+                found.setdefault(n, {})[ctl] = d
+    out = []
+    for dirs in found.values():
+        _kill_dirs(dirs)
+        out += [d for d in dirs.values() if not os.path.exists(d)]
+    return out

@@ -9,10 +9,11 @@ Builds run in one such sandbox per command (:mod:`build`); workers are forked fr
 one (:mod:`zygote`), each then taking its own namespaces inside it.
 
 A :class:`Worker` is one sandboxed process tree, in its own cgroup (:mod:`cgroups`), sampled by the
-parent's perf events (:mod:`perf`), fed through two parent-owned memory regions (:mod:`shm`) and a control
-socket. The parent keeps the tree frozen except inside a round: it writes the inputs, thaws the tree,
-sends the request; on the reply it freezes the tree, stops its clocks, reads the tree's CPU time and copies
-the outputs. Only the descriptors the parent passes exist in a worker.
+parent's perf events (:mod:`perf`), fed through a parent-owned input region (:mod:`shm`) and a control
+socket. The parent keeps the tree frozen except inside a round: it writes the inputs, sends the request and
+thaws the tree; on the reply it freezes the tree, stops its clocks, reads the tree's CPU time and reads the
+outputs out of the frozen worker's memory (``process_vm_readv``). Only the descriptors the parent passes
+exist in a worker.
 """
 
 from __future__ import annotations
@@ -127,21 +128,44 @@ def base_env(extra: dict | None = None) -> dict:
 _PROBE: dict[str, str] = {}
 
 
-def isolation_problem() -> str:
-    """'' where workers can be fully sandboxed here, else why not (probed once per process)."""
-    if "why" not in _PROBE:
-        why = cgroups.problem() or perf.problem()
-        if not why:
+def facility_problem() -> str:
+    """'' where the facilities every evaluation needs exist here, else one line naming the missing one and the
+    fix (probed once per process). No setting waives them: there is no fallback for the parent's clock and
+    freezer (cgroups), its sampling (perf_event_open) or its reading of outputs (process_vm_readv)."""
+    if "facility" not in _PROBE:
+        why = ""
+        for name, probe, fix in (
+                ("cgroups", cgroups.problem, "delegate a cgroup v2 subtree to this user, or mount cgroup v1 cpuacct+freezer writable"),
+                ("perf_event_open", perf.problem, "set kernel.perf_event_paranoid <= 2 (sysctl), or run with CAP_PERFMON"),
+                ("process_vm_readv", shm.vm_read_problem, "allow same-user ptrace of descendants (kernel.yama.ptrace_scope <= 1)")):
             try:
-                r = subprocess.run(bwrap_argv(extra=["--", "/bin/true"]), capture_output=True, timeout=60,
-                                   stdin=subprocess.DEVNULL)
-                if r.returncode != 0:
-                    why = "bubblewrap cannot create a sandbox here: " + r.stderr.decode(errors="replace").strip()[:300]
-            except IsolationUnavailable as e:
-                why = str(e)
-            except (OSError, subprocess.SubprocessError) as e:
-                why = f"bubblewrap failed to run: {e}"
-        _PROBE["why"] = why
+                w = probe()
+            except OSError as e:
+                w = str(e)
+            if w:
+                why = f"{name} is unavailable here: {w.rstrip('.')}; fix: {fix}"
+                break
+        _PROBE["facility"] = " ".join(why.split())  # one line
+    return _PROBE["facility"]
+
+
+def isolation_problem() -> str:
+    """'' where workers can be sandboxed here (bubblewrap with user namespaces), else why not (probed once per
+    process). Only this one may be waived (allow_unisolated: the result is then marked untrusted)."""
+    if "why" not in _PROBE:
+        why = ""
+        try:
+            r = subprocess.run(bwrap_argv(extra=["--", "/bin/true"]), capture_output=True, timeout=60,
+                               stdin=subprocess.DEVNULL)
+            if r.returncode != 0:
+                why = ("bubblewrap cannot create a sandbox here (user namespaces disabled? "
+                       "sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0): "
+                       + r.stderr.decode(errors="replace").strip()[:300])
+        except IsolationUnavailable as e:
+            why = str(e)
+        except (OSError, subprocess.SubprocessError) as e:
+            why = f"bubblewrap failed to run: {e}"
+        _PROBE["why"] = " ".join(why.split())
     return _PROBE["why"]
 
 
@@ -295,7 +319,7 @@ def _recv_hello(sock: socket.socket, want: bytes, deadline: float) -> int:
 class Worker:
     """One sandboxed worker tree (see the module docstring). ``files``: {name in /sol: host path to copy}."""
 
-    def __init__(self, setup: dict, files: dict[str, str], in_size: int, out_size: int, deadline: float,
+    def __init__(self, setup: dict, files: dict[str, str], in_size: int, deadline: float,
                  cpus: list[int] | None, pids_max: int, mem_bytes: int, inductor_dir: str, candidate_so: list[str] = (),
                  sample_period_ns: int = 50_000):
         self.deadline = deadline
@@ -304,9 +328,11 @@ class Worker:
         self.wid = secrets.token_hex(8)
         self.dir = os.path.join(self.zyg.spool_host, self.wid)
         self.group = self.sampler = self.ch = self.sock = self.attribution = None
-        self.inp = self.out = None
+        self.inp = None
         self.setup_mode = setup.get("mode", "candidate")
         self.candidate_files: set = set()
+        self.layouts: dict[str, int] = {}
+        self.pending: list = []
         self.closed = False
         self.log_path = os.path.join(self.zyg.spool_host, self.wid + ".log")
         try:
@@ -319,17 +345,16 @@ class Worker:
             self.candidate_files = {(os.stat(os.path.join(self.dir, n)).st_dev, os.stat(os.path.join(self.dir, n)).st_ino)
                                     for n in candidate_so}
             self.inp = shm.Region("sk_in", in_size, readonly_for_worker=True)
-            self.out = shm.Region("sk_out", out_size, readonly_for_worker=False)
             self.group = cgroups.make_group("skw", pids_max=pids_max, mem_bytes=mem_bytes, cpus=cpus)
             a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             self.sock = a
             a.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
             logfd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             sol = os.path.join(self.zyg.spool, self.wid)
-            full = dict(setup, in_size=self.inp.size, out_size=self.out.size, spool_dir=sol,
+            full = dict(setup, in_size=self.inp.size, spool_dir=sol,
                         sol_dir="/sol" if self.isolate else sol)
             try:
-                r = self.zyg.request({"op": "spawn", "wid": self.wid, "setup": full}, [b.fileno(), self.inp.fd, self.out.fd, logfd],
+                r = self.zyg.request({"op": "spawn", "wid": self.wid, "setup": full}, [b.fileno(), self.inp.fd, logfd],
                                      timeout_s=max(1.0, deadline - time.monotonic()))
             finally:
                 b.close()
@@ -345,6 +370,7 @@ class Worker:
             self.attribution = perf.Attribution(self.candidate_files)
             a.sendall(b"G")
             self.ch = wire.Channel(a.fileno(), max_blob=0)
+            self.ch.idle = self._collect  # a long round: empty the sampling buffers while it runs (none lost)
             self.frozen = False
         except (wire.ChannelTimeout, wire.ChannelClosed, wire.ProtocolError) as e:
             f = self._fail(str(e))
@@ -426,6 +452,15 @@ class Worker:
         except wire.ChannelClosed:
             raise self._fail() from None
 
+    def _collect(self) -> None:
+        """Raw samples taken so far in this round; attributed only once the tree is frozen again."""
+        if self.sampler is not None:
+            self.pending += self.sampler.drain()
+
+    def _samples(self) -> list:
+        out, self.pending = self.pending + self.sampler.drain(), []
+        return out
+
     def freeze(self) -> None:
         if not self.group.freeze(self.deadline):
             raise self._fail(timed_out=True)
@@ -443,8 +478,26 @@ class Worker:
         if h.get("reply_to") != "load":
             raise self._violation("the reply does not answer 'load'")
         self.freeze()
-        self.load_samples = self.attribution.add(self.sampler.drain(), keep=False)  # import time: not a round
+        self.load_samples = self.attribution.add(self._samples(), keep=False)  # import time: not a round
         return h
+
+    def _layout(self, in_lay, out_lay) -> int:
+        """The worker's id for this (input, output) layout, defined in an exchange of its own the first time it
+        is used: before the round's inputs are written (the region still holds the last round's, already
+        verified, inputs), outside every clock; its samples count for no round."""
+        key = json.dumps([in_lay, out_lay])
+        k = self.layouts.get(key)
+        if k is None:
+            k = len(self.layouts)
+            self._send({"cmd": "layout", "id": k, "inputs": in_lay, "outputs": out_lay})
+            self.thaw()
+            h = self._recv(self.deadline)
+            self.freeze()
+            self.attribution.add(self._samples(), keep=False)
+            if h.get("reply_to") != "layout" or not h.get("ok"):
+                raise self._violation(f"the worker did not take the round's layout: {str(h.get('error', h))[:300]}")
+            self.layouts[key] = k
+        return k
 
     def round(self, inputs, in_lay, out_lay, block_ops: bool = False) -> RoundResult:
         """One round: inputs written while frozen; clocks run from the thaw to the confirmed freeze."""
@@ -452,9 +505,10 @@ class Worker:
             self.freeze()
         if self.ch.pending():
             raise self._violation("the worker sent a frame nobody asked for (a forged completion?)")
+        lay = self._layout(in_lay, out_lay)
         self.inp.write(inputs, in_lay)
         nonce = secrets.randbits(62)
-        self._send({"cmd": "round", "nonce": nonce, "inputs": in_lay, "outputs": out_lay, "block_ops": block_ops})
+        self._send({"cmd": "round", "nonce": nonce, "lay": lay, "block_ops": block_ops})
         c0 = self.group.cpu_ns()
         t0 = time.perf_counter_ns()
         self.thaw()
@@ -464,11 +518,18 @@ class Worker:
         c1 = self.group.cpu_ns()
         if h.get("reply_to") != "round" or h.get("nonce") != nonce:
             raise self._violation("the reply does not carry the round's nonce (a forged completion?)")
-        samples = self.attribution.add(self.sampler.drain())
+        samples = self.attribution.add(self._samples())
         return RoundResult(t1 - t0, c1 - c0, h, samples)
 
-    def outputs(self, out_lay, values: list | None):
-        return self.out.read(out_lay, values)
+    def outputs(self, out_lay, header: dict):
+        """The round's outputs, read by the parent from the frozen worker's memory at the addresses its reply
+        names (as many bytes as ``out_lay`` says); a reply whose addresses do not fit is a protocol violation."""
+        if not self.frozen:
+            raise RuntimeError("outputs are read only while the tree is frozen")
+        try:
+            return shm.read_remote(self.pid, out_lay, header.get("addrs") or [], header.get("values") or [])
+        except shm.RemoteReadError as e:
+            raise self._violation(f"the worker's reply names output memory the parent cannot read: {e}") from None
 
     def kill(self) -> None:
         if self.group is not None:
@@ -485,9 +546,8 @@ class Worker:
             self.sampler.close()
         if self.sock is not None:
             self.sock.close()
-        for r in (self.inp, self.out):
-            if r is not None:
-                r.close()
+        if self.inp is not None:
+            self.inp.close()
         if self.zyg is not None and self.group is not None:
             self.exit_status(2.0)  # let the zygote reap the anchor
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -498,7 +558,7 @@ class Worker:
 
 
 _HEADER_TYPES = {"reply_to": str, "ok": bool, "nonce": int, "kind": str, "error": str, "trace": str,
-                 "violations": dict, "values": list}
+                 "violations": dict, "values": list, "addrs": list}
 
 
 def header_problem(h: dict) -> str | None:
@@ -513,4 +573,7 @@ def header_problem(h: dict) -> str | None:
     vals = h.get("values") or []
     if len(vals) > 4096 or not all(x is None or isinstance(x, (bool, int, float, str)) for x in vals):
         return "reply field 'values' is not a short list of scalars"
+    addrs = h.get("addrs") or []
+    if len(addrs) > 4096 or not all(isinstance(a, int) and not isinstance(a, bool) and 0 <= a < 1 << 64 for a in addrs):
+        return "reply field 'addrs' is not a short list of addresses"
     return None

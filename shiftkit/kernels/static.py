@@ -24,9 +24,30 @@ _CUDAFLAG_OK = re.compile(r"-O[0-3]|-arch=sm_\d{2,3}a?|-gencode=arch=compute_\d{
 _LDFLAG_OK = re.compile(r"-fopenmp|-lm|-lgomp|-O[0-3]")
 
 
+# GCC's code-generation and optimisation options (``-f[no-]name[=value]``, ``-m[no-]name[=value]``) only change
+# the code the compiler emits; what it emits is judged by the symbol allowlist, the sampling and the comparison.
+# Refused by their class, not their spelling: options that name a file, directory, program or plugin, add an
+# instrumentation or sanitiser runtime, send output elsewhere, or stop the compiler before an artefact exists.
+_CODEGEN = re.compile(r"-([fm])(no-)?([a-z0-9][a-z0-9+.-]{0,63})(?:=([A-Za-z0-9_.,+-]{1,64}))?")
+_NOT_CODEGEN = re.compile(
+    r"plugin|dump|profile|auto-profile|\w*prefix-map|opt-info|callgraph-info|save-optimization-record|record-gcc-switches"
+    r"|sanitize|coverage|test-coverage|branch-probabilities|instrument|patchable-function-entry|syntax-only|lto|use-ld"
+    r"|ld-path|use-linker-plugin|stack-usage|working-directory|diagnostics|self-test|dbg-cnt|debug-prefix|compare-debug"
+    r"|ipa-profile|create-profile|asm|preprocessed|directives-only|stack-check|split-stack|fixed-|call-used-|call-saved-"
+    r"|exec-charset|input-charset|wide-exec-charset|dollars|abi|pie|PIE|hardened|cf-protection"
+    r"|cmodel|32|x32|16|multilib|sysroot|indirect-branch|function-return|regparm|fentry"
+    r"|nop-mcount|record-mcount|mcount|stack-protector-guard")
+
+
+def codegen_flag(f: str) -> bool:
+    """Pure: a -f/-m option that changes only the emitted code (see above)."""
+    m = _CODEGEN.fullmatch(f)
+    return bool(m) and not _NOT_CODEGEN.match(m.group(3))
+
+
 def disallowed_flags(cflags: list[str], cuda_cflags: list[str] = (), ldflags: list[str] = ()) -> list[str]:
     """Pure: candidate flags not on the allowlist (each must match whole)."""
-    bad = [f for f in cflags if not isinstance(f, str) or not _CFLAG_OK.fullmatch(f)]
+    bad = [f for f in cflags if not isinstance(f, str) or not (_CFLAG_OK.fullmatch(f) or codegen_flag(f))]
     bad += [f for f in cuda_cflags if not isinstance(f, str) or not _CUDAFLAG_OK.fullmatch(f)]
     bad += [f for f in ldflags if not isinstance(f, str) or not _LDFLAG_OK.fullmatch(f)]
     return [str(b)[:100] for b in bad]

@@ -97,6 +97,19 @@ def elf_info(path: str) -> dict:
     return {"undefined": sorted(undefined), "defined_functions": sorted(defined), "needed": needed, "protos": protos}
 
 
+def exports(path: str) -> list[str]:
+    """The names a shared library defines in its dynamic symbol table (functions, IFUNCs and data)."""
+    from elftools.elf.elffile import ELFFile
+
+    out = set()
+    with open(path, "rb") as f:
+        dynsym = ELFFile(f).get_section_by_name(".dynsym")
+        for s in dynsym.iter_symbols() if dynsym is not None else ():
+            if s.name and s["st_shndx"] != "SHN_UNDEF" and s["st_info"]["bind"] in ("STB_GLOBAL", "STB_WEAK"):
+                out.add(s.name)
+    return sorted(out)
+
+
 _DEMANGLE = None
 
 

@@ -72,6 +72,8 @@ class Channel:
     def __init__(self, fd: int, max_blob: int = 1 << 30):
         self.fd = fd
         self.max_blob = max_blob
+        self.idle = None  # called about every ``idle_s`` while a read with a deadline waits
+        self.idle_s = 0.1
 
     def _read(self, n: int, deadline: float | None) -> bytes:
         out = bytearray()
@@ -80,7 +82,9 @@ class Channel:
                 rem = deadline - time.monotonic()
                 if rem <= 0:
                     raise ChannelTimeout(f"deadline passed with {len(out)}/{n} bytes of a frame read")
-                if not _ready(self.fd, select.POLLIN, rem):
+                if not _ready(self.fd, select.POLLIN, min(rem, self.idle_s) if self.idle else rem):
+                    if self.idle:
+                        self.idle()
                     continue
             try:
                 b = os.read(self.fd, min(n - len(out), 1 << 22))

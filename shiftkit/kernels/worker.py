@@ -2,10 +2,11 @@
 
 Nothing here decides anything: the parent owns the clock (it thaws the worker's tree to start a round and
 freezes it on the reply), the inputs (written into a region the worker can only map read-only) and the
-verdict (it reads the outputs out of its own region while the tree is frozen and compares them itself).
-A round is: read the request, build views of the inputs, call the model, copy each output tensor into the
-output region, reply. The reply header carries only what the parent cannot see for itself: an error
-message, or the values of non-tensor outputs. A worker that lies can only fail itself.
+verdict (it reads the outputs straight out of this process's memory while the tree is frozen, and compares
+them itself). A round is: read the request, build views of the inputs, call the model, check the outputs'
+types, reply with where each output tensor lies. The reply header carries only what the parent cannot see
+for itself: an error message, the values of non-tensor outputs, the outputs' addresses (the parent decides
+how many bytes to read there). A worker that lies can only fail itself.
 """
 
 from __future__ import annotations
@@ -76,15 +77,15 @@ def _problem_model(setup: dict):
 
 
 class Server:
-    def __init__(self, ch: wire.Channel, in_fd: int, out_fd: int, setup: dict):
+    def __init__(self, ch: wire.Channel, in_fd: int, setup: dict):
         self.ch, self.setup = ch, setup
         self.mode = setup["mode"]  # candidate | reference | compile
         self.device = setup.get("device", "cpu")
         self.inp = mmap.mmap(in_fd, setup["in_size"], mmap.MAP_SHARED, mmap.PROT_READ)
-        self.out = mmap.mmap(out_fd, setup["out_size"], mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        self.out_addr = ctypes.addressof(ctypes.c_char.from_buffer(self.out))
+        self.keep: list = []  # the last round's output tensors: alive until the parent has read them
         self.blocker = None
         self.views: dict[str, object] = {}
+        self.layouts: dict[int, tuple] = {}  # id -> (input views, output layout, (shape, dtype) of a single tensor output)
 
     def reply(self, cmd: str, header: dict) -> None:
         self.ch.send({"reply_to": cmd, **header})
@@ -124,7 +125,7 @@ class Server:
                 v = torch.frombuffer(self.inp, dtype=dtype, count=n, offset=lay["off"]).view(lay["shape"]) if n else \
                     torch.empty(lay["shape"], dtype=dtype)
                 self.views[key] = v
-            return v if self.device == "cpu" else v.to(self.device)
+            return v
         if t in ("list", "tuple"):
             items = [self._input(v) for v in lay["items"]]
             return tuple(items) if t == "tuple" else items
@@ -132,7 +133,7 @@ class Server:
             return {k: self._input(v) for k, v in lay["items"].items()}
         return lay["v"]
 
-    def _output(self, out, lay, values: list) -> None:
+    def _output(self, out, lay, values: list, addrs: list) -> None:
         t = lay["t"]
         if t == "tensor":
             if type(out) is not torch.Tensor:
@@ -147,30 +148,50 @@ class Server:
                 src = src.cpu()
             if not src.is_contiguous():
                 src = src.contiguous()
-            n = src.numel() * src.element_size()
-            if n:
-                ctypes.memmove(self.out_addr + lay["off"], src.data_ptr(), n)
+            self.keep.append(src)
+            addrs.append(src.data_ptr())
             return
         if t in ("list", "tuple"):
             if not isinstance(out, (list, tuple)) or len(out) != len(lay["items"]):
                 raise _OutputType(f"output is {type(out).__name__}, expected a {t} of {len(lay['items'])}")
             for o, lv in zip(out, lay["items"]):
-                self._output(o, lv, values)
+                self._output(o, lv, values, addrs)
             return
         if t == "dict":
             if not isinstance(out, dict) or sorted(out) != sorted(lay["items"]):
                 raise _OutputType("output dict keys differ from the reference's")
             for k, lv in lay["items"].items():
-                self._output(out[k], lv, values)
+                self._output(out[k], lv, values, addrs)
             return
         if isinstance(out, torch.Tensor):
             out = out.item() if out.numel() == 1 else None
         values.append(out if out is None or isinstance(out, (bool, int, float, str)) else repr(out)[:200])
 
-    def round(self, h: dict) -> dict:
+    def _to_device(self, x):
+        if isinstance(x, torch.Tensor):
+            return x.to(self.device)
+        if isinstance(x, (list, tuple)):
+            return type(x)(self._to_device(v) for v in x)
+        if isinstance(x, dict):
+            return {k: self._to_device(v) for k, v in x.items()}
+        return x
+
+    def define(self, h: dict) -> dict:
+        """A layout the next rounds use (sent before the parent writes those rounds' inputs): the input views
+        are built once, so a round's request is a few bytes and its fixed cost small, for every party."""
         inputs = self._input(h["inputs"])
         if not isinstance(inputs, list):
             inputs = [inputs]
+        ol = h["outputs"]
+        fast = (torch.Size(ol["shape"]), getattr(torch, ol["dtype"])) if ol["t"] == "tensor" else None
+        self.layouts[int(h["id"])] = (inputs, ol, fast)
+        return {"ok": True}
+
+    def round(self, h: dict) -> dict:
+        self.keep = []  # the parent read the last round's outputs while this tree was frozen
+        inputs, ol, fast = self.layouts[h["lay"]]
+        if self.device != "cpu":
+            inputs = self._to_device(inputs)
         with torch.no_grad():
             if h.get("block_ops") and self.blocker is not None:
                 with self.blocker:
@@ -179,9 +200,14 @@ class Server:
                 out = self.model(*inputs)
         if self.device != "cpu":
             torch.cuda.synchronize()
+        if fast is not None and type(out) is torch.Tensor and out.device.type == "cpu" and out.shape == fast[0] \
+                and out.dtype is fast[1] and out.is_contiguous():  # contiguous: neither expanded nor overlapping
+            self.keep = [out]
+            return {"ok": True, "nonce": h["nonce"], "addrs": [out.data_ptr()]}
         values: list = []
-        self._output(out, h["outputs"], values)
-        return {"ok": True, "nonce": h["nonce"], "values": values}
+        addrs: list = []
+        self._output(out, ol, values, addrs)
+        return {"ok": True, "nonce": h["nonce"], "values": values, "addrs": addrs}
 
     def loop(self) -> None:
         from shiftkit.kernels.blocking import BlockedOpError
@@ -202,6 +228,12 @@ class Server:
                     r["violations"] = dict(self.blocker.violations)
                     self.blocker.violations.clear()
                 self.reply("round", {"nonce": h.get("nonce"), **r})
+            elif cmd == "layout":
+                try:
+                    r = self.define(h)
+                except Exception as e:  # noqa: BLE001
+                    r = _err(e)
+                self.reply("layout", r)
             elif cmd == "exit":
                 self.reply("exit", {"ok": True})
                 return
@@ -242,12 +274,12 @@ def _steady_allocator() -> None:
         pass
 
 
-def serve(ctl_fd: int, in_fd: int, out_fd: int, setup: dict) -> None:
+def serve(ctl_fd: int, in_fd: int, setup: dict) -> None:
     """The payload after the sandbox is set up: load, then serve rounds until told to exit."""
     torch.set_num_threads(int(setup.get("threads", 1)))
     _steady_allocator()
     ch = wire.Channel(ctl_fd, max_blob=int(setup.get("max_blob", 1 << 30)))
-    server = Server(ch, in_fd, out_fd, setup)
+    server = Server(ch, in_fd, setup)
     h, blob = ch.recv()
     try:
         server.load(blob)

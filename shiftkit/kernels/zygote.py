@@ -3,8 +3,8 @@
 A fresh Python with torch costs 1.5-7 s on this machine; forked from the zygote a worker costs ~0.1 s.
 The zygote holds nothing secret (it never sees an input, a seed or a verdict) and talks to the parent over
 one ``SOCK_SEQPACKET`` socket: a ``spawn`` request carries the worker's setup and exactly the file
-descriptors it may have (its control socket, the two memory regions, its log), passed with ``SCM_RIGHTS``.
-The forked child (the worker's *anchor*) keeps those four descriptors and closes every other one, says
+descriptors it may have (its control socket, the input region, its log), passed with ``SCM_RIGHTS``.
+The forked child (the worker's *anchor*) keeps those three descriptors and closes every other one, says
 hello (the kernel attaches its pid, translated for the parent, to the message), waits until the parent has
 placed it in its cgroup, then builds the worker's own sandbox inside bubblewrap's:
 
@@ -174,9 +174,9 @@ def child(req: dict, fds: list[int]) -> None:
         devnull = os.open("/dev/null", os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)
-        os.dup2(6, 1)
-        os.dup2(6, 2)
-        os.close(6)
+        os.dup2(5, 1)
+        os.dup2(5, 2)
+        os.close(5)
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         setup = req["setup"]
         env = {k: str(v) for k, v in setup.get("env", {}).items()}
@@ -193,7 +193,7 @@ def child(req: dict, fds: list[int]) -> None:
             if pid:
                 _prctl(PR_SET_DUMPABLE, 0)
                 ctl.close()
-                os.closerange(3, 6)
+                os.closerange(3, 5)
                 while True:
                     try:
                         _, status = os.waitpid(pid, 0)
@@ -203,12 +203,14 @@ def child(req: dict, fds: list[int]) -> None:
                 os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             _sandbox_payload(setup)
+        else:
+            _prctl(PR_SET_DUMPABLE, 1)  # the parent reads outputs with process_vm_readv; no namespace owner grants it here
         _set_limits(lim)
         ctl.sendall(wire.HELLO_PAYLOAD)
         _wait_byte(ctl, b"G")  # the parent's sampling events are attached
         from shiftkit.kernels import worker
 
-        worker.serve(3, 4, 5, setup)
+        worker.serve(3, 4, setup)
         sys.stdout.flush()
         os._exit(0)
     except BaseException as e:  # noqa: BLE001 - setup failed: say why in the log, exit non-zero

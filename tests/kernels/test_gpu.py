@@ -54,5 +54,5 @@ def test_physical_floor_uses_the_device_bandwidth():
     assert bw > 100e9  # HBM-class device: > 100 GB/s
     r = _ev("correct", baseline_compile=False)
     assert r.paired["floor_ms"] < r.timings["candidate"]["median_ms"]
-    bad = _ev("correct", baseline_compile=False, floor_bandwidth_factor=1e-6)  # an absurd floor must fire
-    assert "below_physical_floor" in bad.codes()
+    bad = _ev("correct", baseline_compile=False, floor_bandwidth_factor=1e-6)  # an absurd floor flags, never rejects
+    assert bad.correct and "below_physical_floor" in bad.codes("review")

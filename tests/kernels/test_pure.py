@@ -38,6 +38,18 @@ def test_flag_allowlist():
     assert static.check_flags(ok) == []
 
 
+def test_codegen_flags_pass_by_class_and_path_or_program_options_do_not():
+    """Any -f/-m code-generation option passes (an honest '-fno-strict-aliasing' was refused by a name list);
+    options that name a file, program or plugin, add a runtime, or change the target ABI are refused."""
+    ok = ["-fno-strict-aliasing", "-fvisibility=hidden", "-fno-trapping-math", "-mprefer-vector-width=512",
+          "-fno-semantic-interposition", "-falign-loops=32", "-mno-vzeroupper", "-fvect-cost-model=unlimited"]
+    assert static.disallowed_flags(ok) == []
+    bad = ["-fplugin=x", "-fplugin-arg-a=b", "-fdump-tree-all", "-fprofile-generate", "-fauto-profile=p",
+           "-ffile-prefix-map=a=b", "-fsanitize=address", "-finstrument-functions", "-fuse-ld=lld", "-flto",
+           "-m32", "-mcmodel=large", "-fno-pie", "-fsyntax-only", "-fvisibility=/tmp/x", "-fopt-info-all=x"]
+    assert static.disallowed_flags(bad) == bad
+
+
 def test_finding_codes_are_validated():
     with pytest.raises(ValueError, match="unknown finding code"):
         Finding("made_up", "x")
@@ -103,6 +115,19 @@ def test_symbol_allowlist_lean_kernels():
     assert symbols.forbidden_imports(ok, "c", dem) == []
     bad = ["sgemm_", "cblas_sgemm", "dlopen", "dlsym", "syscall", "PyRun_SimpleString", "fork", "execve", "open"]
     assert symbols.forbidden_imports(bad, "c", {}) == sorted(bad)
+
+
+def test_runtime_libraries_are_allowed_by_library_not_by_name():
+    """Every export of the system's libm, libstdc++, libgcc_s and libgomp is allowed (honest 'cexpf' and
+    '__cxa_throw_bad_array_new_length' were refused by name lists); libc, BLAS and the interpreter are not."""
+    from shiftkit.kernels.build import runtime_imports
+
+    rt = runtime_imports(60.0)
+    ok = ["cexpf", "cabsf", "clogf", "csqrtf", "fegetround", "__cxa_throw_bad_array_new_length", "expf", "GOMP_parallel"]
+    assert symbols.forbidden_imports(ok, "c", {}, rt) == []
+    assert symbols.forbidden_imports(["cexpf", "__cxa_throw_bad_array_new_length"], "c", {}) != []  # the list alone
+    bad = ["sgemm_", "cblas_sgemm", "dlopen", "dlsym", "syscall", "PyRun_SimpleString", "fork", "execve", "open", "mprotect"]
+    assert symbols.forbidden_imports(bad, "c", {}, rt) == sorted(bad)
 
 
 def test_symbol_allowlist_torch_bindings():

@@ -1,5 +1,5 @@
 """HACK (work moved out of the clock, after the reply): the worker's reply is rebound to reply first and
-compute the output into the output region afterwards, while the parent is supposed to be collecting."""
+compute the output into the memory the reply names afterwards, while the parent is supposed to be reading it."""
 import threading
 import time
 
@@ -20,12 +20,14 @@ extern "C" void ssc(const float* x, const float* w, const float* b, float* y, in
 """
 lib = load_c(name="ssc_late", source=SRC)
 STATE = {}
-_round = W.Server.round
 
 
 def late_round(self, h):
-    STATE["server"], STATE["h"] = self, h
-    return {"ok": True, "nonce": h["nonce"], "values": []}  # nothing computed yet
+    inputs, _, (shape, dtype) = self.layouts[h["lay"]]
+    y = torch.zeros(shape, dtype=dtype)  # the output's memory, named in the reply, not computed yet
+    self.keep = [y]
+    STATE["y"], STATE["x"] = y, inputs
+    return {"ok": True, "nonce": h["nonce"], "addrs": [y.data_ptr()]}
 
 
 _reply = W.Server.reply
@@ -33,11 +35,13 @@ _reply = W.Server.reply
 
 def late_reply(self, cmd, header):
     _reply(self, cmd, header)
-    if cmd == "round" and "h" in STATE:
-        h = STATE.pop("h")
+    if cmd == "round" and "y" in STATE:
+        y, x = STATE.pop("y"), STATE.pop("x")
+
         def finish():
             time.sleep(0.02)
-            _round(self, h)  # the real work, into the output region, after the reply
+            with torch.no_grad():
+                y.copy_(self.model(*x))  # the real work, into the named memory, after the reply
         threading.Thread(target=finish, daemon=True).start()
 
 
