@@ -6,7 +6,8 @@ import torch
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-torch.set_num_threads(min(2, torch.get_num_threads()))
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # the commands a test starts as processes: one thread each
+torch.set_num_threads(1)  # on a loaded or shared machine 2 threads per process measured up to 8x slower than 1
 
 
 def pytest_collection_modifyitems(config, items):
