@@ -25,6 +25,7 @@ import array
 import ctypes
 import json
 import os
+import re
 import resource
 import signal
 import socket
@@ -137,12 +138,32 @@ def _set_limits(lim: dict) -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu"], lim["cpu"] + 2))
 
 
+def mounts_below(prefix: str, mountinfo: str = "/proc/self/mountinfo") -> list[str]:
+    """The mount points strictly below ``prefix`` (directories only), parents before children."""
+    out = set()
+    with open(mountinfo) as f:
+        for line in f:
+            mp = line.split()[4]
+            mp = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), mp)  # the kernel writes space, tab, newline, backslash as \ooo
+            if mp.startswith(prefix.rstrip("/") + "/") and os.path.isdir(mp):
+                out.add(mp)
+    return sorted(out, key=lambda p: (p.count("/"), p))
+
+
 def _sandbox_payload(setup: dict) -> None:
     """In the payload (PID 1 of its namespace), before any candidate code: the worker's own file system view,
     then no capabilities, no_new_privs and (candidates) the seccomp filter."""
     cand = setup["mode"] == "candidate"
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    # the read-only binds the sandbox made under /tmp (a checkout or venv living there) stay visible under the
+    # worker's private /tmp: held by O_PATH descriptors across the new tmpfs, bound again read-only on top of it
+    held = [(d, os.open(d, os.O_PATH | os.O_DIRECTORY)) for d in mounts_below("/tmp")]
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(setup.get('tmp_mb', 512))}m,mode=1777")
+    for d, fd in held:
+        os.makedirs(d, exist_ok=True)
+        _mount(f"/proc/self/fd/{fd}", d, None, MS_BIND)
+        _mount(None, d, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        os.close(fd)
     if os.path.isdir("/dev/shm"):
         _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
     _mount(setup["spool_dir"], "/sol", None, MS_BIND)
