@@ -7,7 +7,7 @@ import pytest
 from shiftkit.cli import main
 from shiftkit.kernels.fixtures import PROBLEMS, ROOT, SOLUTIONS
 
-pytestmark = pytest.mark.usefixtures("torch_binding_build")  # start the slow build early, in the background
+pytestmark = pytest.mark.usefixtures("torch_binding_build")  # the slow torch-binding build, once per session
 
 
 def test_kernels_eval_json(capsys):
