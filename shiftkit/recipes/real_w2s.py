@@ -725,8 +725,8 @@ def plot(cfg: RealW2SConfig, summ: dict, path: Path) -> None:
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3, axis="y")
     for n in ("student", "grpo", *SAR_ARMS):
-        if n in summ:
-            ks = list(range(1, k + 1))
+        if n in summ:  # the k that run_eval reports: 1, 2, 4, ... and k itself (pass@3 of k=4 is not one)
+            ks = [j for j in range(1, k + 1) if f"pass@{j}" in summ[n]]
             ax2.errorbar(ks, [100 * summ[n][f"pass@{j}"]["mean"] for j in ks],
                          yerr=[100 * summ[n][f"pass@{j}"]["std"] for j in ks], marker="o", label=n, capsize=2)
     ax2.set_xlabel("k")

@@ -207,3 +207,14 @@ def test_claims_sar_retention_and_high_k_and_the_best_expert():
     assert best["mean_b"] == pytest.approx(0.39) and best["verdict"] == "holds"  # per seed max(0.30+s, 0.40-s)
     assert cl["SAR merging beats TIES"]["verdict"] == "not resolved"
     assert "SAR merging beats task arithmetic" not in cl  # an arm that did not run has no verdict
+
+
+def test_plot_takes_the_pass_at_k_that_the_evaluation_reports(tmp_path):
+    """run_eval reports pass@1, 2, 4, ... and pass@K, so with eval_k=4 there is no pass@3: the plot (drawn
+    at the very end of a multi-hour run, before results.json is written) must not ask for it."""
+    from shiftkit.metrics import default_ks
+
+    assert default_ks(4) == [1, 2, 4]
+    row = {m: {"mean": 0.5, "std": 0.0} for m in ("greedy_acc", "avg@4", *(f"pass@{j}" for j in default_ks(4)))}
+    real_w2s.plot(RealW2SConfig(eval_k=4), {"student": row, "grpo": row}, tmp_path / "p.png")
+    assert (tmp_path / "p.png").stat().st_size > 0

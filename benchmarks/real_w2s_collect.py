@@ -1,0 +1,141 @@
+"""Copy a ``shiftkit experiment real-w2s`` run into ``benchmarks/results/`` with its provenance.
+
+A finished run (``out/results.json`` covering the asked ``seeds``) is copied as it is, with ``commit`` (the tree
+the experiment ran on, given by ``--commit``: the run's code, not this script's), ``peer: None`` and
+``peer_note`` added; its ``report.md`` and ``real_w2s.png`` are copied next to it.
+
+A run stopped before the end (the recipe writes ``results.json`` only when every seed is done) is
+assembled from its cache instead: every finished evaluation (``out/eval/*.json``, only those whose cache key
+matches the run's settings), the stage times, the anatomy and SAR sweep files. The file then says
+``"partial": true`` and lists under ``missing`` every model and stage that did not finish; the summary and
+the verdicts are the recipe's own (:func:`shiftkit.recipes.real_w2s.summarize` / ``claims``) on what did
+finish, so a claim whose arm is missing has no verdict at all.
+
+    python benchmarks/real_w2s_collect.py --commit 079a52b out=/work/runs/real_w2s 'seeds=[0]' ...
+
+takes the experiment's own ``key=value`` overrides (the same list, so the same config, eval settings and
+command line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from shiftkit.recipes import real_w2s as R  # noqa: E402
+
+PEER_NOTE = "no peer: arms compared with each other on the same student, prompts and held-out evaluation"
+
+
+def expected(cfg: R.RealW2SConfig, seeds: list[int]) -> dict[int, list[str]]:
+    """The models each seed makes, in the recipe's order."""
+    names = ["weak_rl", *cfg.arms, *R.SAR_ARMS]
+    names += [*R.EXPERTS, *R.MERGES] if cfg.merge else []
+    return {s: names for s in seeds}
+
+
+def partial(cfg: R.RealW2SConfig, command: str, wall_seconds: float | None) -> dict:
+    out, seeds = Path(cfg.out), cfg.seeds
+    data = {"test": str(out / "data" / "test.jsonl")}
+    settings = R.eval_settings(cfg, data)
+
+    def cached(name: str) -> dict | None:
+        p = out / "eval" / f"{name}.json"
+        if not p.exists():
+            return None
+        c = json.loads(p.read_text())
+        if {k: v for k, v in c["key"].items() if k != "model"} != settings:
+            raise SystemExit(f"{p}: evaluated under other settings than the run's; not collected")
+        return c["result"]
+
+    evals: dict = {}
+    for name in ("student", "weak"):
+        if (r := cached(name)) is not None:
+            evals[name] = {0: r}
+    missing: dict = {}
+    for s, names in expected(cfg, seeds).items():
+        for name in names:
+            r = cached(f"{name}_seed{s}")
+            if r is None:
+                missing.setdefault(f"seed{s}", []).append(name)
+            else:
+                evals.setdefault(name, {})[s] = r
+    if cfg.anatomy_control and not (out / "anatomy" / "control.json").exists():
+        missing["control"] = ["anatomy_control (the contrast pair: pruned, not healed, before/after GRPO)"]
+    order = ["student", "weak", "weak_rl", *R.ARMS, *R.SAR_ARMS, *R.EXPERTS, *R.MERGES]
+    evals = {n: evals[n] for n in order if evals.get(n)}
+    times: dict = {}
+    for f in sorted(out.glob("stages*.json")):
+        times.update(json.loads(f.read_text()))
+    anatomy = {s: json.loads(p.read_text())["result"] for s in seeds
+               if (p := out / "anatomy" / f"seed{s}.json").exists()}
+    control = None
+    if (p := out / "anatomy" / "control.json").exists():
+        control = {"anatomy": json.loads(p.read_text())["result"], "training": R.rl_curve(out / "control_rl")}
+    sar = {}
+    for s in seeds:
+        if (p := out / "sar" / f"seed{s}" / "sweep.json").exists():
+            rows = json.loads(p.read_text())["ranks"]
+            sar[s] = {n: {"delta_rank": r["delta_rank"], "param_fraction": r["param_fraction"]}
+                      for n, r in zip(R.SAR_ARMS, rows)}
+    fmt = None
+    if "student" in evals and "weak" in evals:
+        s, w = R.format_stats(evals["student"][0]), R.format_stats(evals["weak"][0])
+        fmt = {"student": s, "weak": w, "format_tol": cfg.format_tol, "length_tol": cfg.length_tol}
+    walls = json.loads((out / "wall.json").read_text()) if (out / "wall.json").exists() else []
+    return {"experiment": "real-w2s", "partial": True, "missing": missing,
+            "partial_note": "the run was stopped before every stage finished (a deadline on a shared 2-core box); "
+                            "this file holds every evaluation that finished, the verdicts only for claims whose "
+                            "both sides finished", "command": command, "config": R.to_dict(cfg),
+            "matched": R.matched(cfg, data), "evals": evals, "summary": R.summarize(evals) if evals else {},
+            "verdicts": R.claims(cfg, evals) if "student" in evals else [], "format": fmt, "anatomy": anatomy,
+            "anatomy_control": control, "sar": sar, "stage_seconds": times,
+            "stage_seconds_sum": round(sum(R._secs(v) for v in times.values()), 1),
+            "stage_cpu_seconds_sum": round(sum(R._secs(v, "cpu") for v in times.values() if isinstance(v, dict)), 1),
+            "cpu_seconds_per_seed": {s: round(sum(R._secs(v, "cpu") for k, v in times.items()
+                                                  if k.endswith(f"/seed{s}") and isinstance(v, dict)), 1) for s in seeds},
+            "wall_seconds": wall_seconds if wall_seconds is not None else round(sum(w["seconds"] for w in walls), 1),
+            "invocations": walls,
+            "machine": {"cpus": os.cpu_count(), "threads": cfg.threads, "workers": cfg.workers,
+                        "loadavg_collected": os.getloadavg(),
+                        "note": "a shared 2-core box; other jobs ran alongside at normal priority, the run at nice 10"}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--commit", required=True, help="the commit the experiment ran on")
+    ap.add_argument("--wall-seconds", type=float, help="a stopped run's wall time, start to stop (its log)")
+    ap.add_argument("--dest", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("overrides", nargs="*", help="the experiment's key=value overrides")
+    a = ap.parse_args()
+    cfg = R.load_config(R.RealW2SConfig, None, a.overrides)
+    out, dest = Path(cfg.out), Path(a.dest)
+    res_file = out / "results.json"
+    full = res_file.exists() and json.loads(res_file.read_text())["config"]["seeds"] == cfg.seeds
+    res = json.loads(res_file.read_text()) if full else partial(cfg, R._command(None, a.overrides), a.wall_seconds)
+    res = {"commit": a.commit, "peer": None, "peer_note": PEER_NOTE, "partial": not full, **res}
+    if full:
+        for src, name in (("report.md", "real_w2s_report.md"), ("real_w2s.png", "real_w2s.png")):
+            shutil.copyfile(out / src, dest / name)
+    else:
+        for name in ("real_w2s_report.md", "real_w2s.png"):  # the old run's report and plot are not this run's
+            (dest / name).unlink(missing_ok=True)
+        if res["summary"]:
+            R.plot(cfg, res["summary"], dest / "real_w2s.png")
+        if res["format"]:  # the recipe's report on what finished, under a line that says it is partial
+            lines = R.report_lines(cfg, res)
+            lines[1:1] = ["", f"**Partial**: the run was stopped before these finished: {json.dumps(res['missing'])}."]
+            (dest / "real_w2s_report.md").write_text("\n".join(lines) + "\n")
+    R.atomic_write_json(dest / "real_w2s.json", res)
+    print(f"{'full' if full else 'partial'}: {dest / 'real_w2s.json'}; missing: {res.get('missing', {})}")
+
+
+if __name__ == "__main__":
+    main()
