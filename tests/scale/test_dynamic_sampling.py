@@ -2,7 +2,6 @@
 the budget; the draws are functions of (seed, step, round), so a killed run resumes to the same weights."""
 
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -12,7 +11,6 @@ from safetensors.torch import load_file
 from shiftkit import loopkit
 from shiftkit.dist import Dist
 from shiftkit.errors import ShiftkitError
-from shiftkit.models import save_model
 from shiftkit.rewards import RewardResult
 from shiftkit.rl import GRPOConfig, grpo_batch, run_grpo
 from shiftkit.sampling import Rollouts
@@ -76,13 +74,6 @@ def test_budget_caps_the_rounds_and_keeps_the_first_rounds_groups_to_fill():
 def test_dynamic_sampling_is_validated():
     with pytest.raises(ShiftkitError, match="dynamic_sampling"):
         GRPOConfig(model="m", tasks=["add:1"], dynamic_sampling=-1).validate()
-
-
-@pytest.fixture
-def pico_dir(tmp_path, pico, tok):
-    d = tmp_path / "pico"
-    save_model(pico, tok, d)
-    return str(d)
 
 
 class Killed(Exception):

@@ -21,20 +21,6 @@ from shiftkit.models import make_tiny_model, save_model
 from shiftkit.rl import GRPOConfig, run_grpo
 
 
-@pytest.fixture
-def pico_dir(tmp_path, pico, tok):
-    d = tmp_path / "pico"
-    save_model(pico, tok, d)
-    return str(d)
-
-
-@pytest.fixture
-def length_reward(monkeypatch):
-    from shiftkit.tasks import Mixture
-
-    monkeypatch.setattr(Mixture, "reward", lambda self, problem, completion: float(len(completion)))
-
-
 def _grpo(model, out, **kw) -> list[dict]:
     base = dict(model=model, out=str(out), tasks=["add:1"], steps=1, prompts_per_step=3, group_size=4,
                 max_new_tokens=10, lr=1e-2, eval_every=0, progress=False, threads=1, save_every=0)

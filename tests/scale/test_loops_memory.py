@@ -14,25 +14,10 @@ from shiftkit import logprobs
 from shiftkit import microbatch as MB
 from shiftkit.dist import Dist
 from shiftkit.errors import ShiftkitError
-from shiftkit.models import prepare_policy, save_model
+from shiftkit.models import prepare_policy
 from shiftkit.rl import GRPOConfig, run_grpo
 from shiftkit.sampling import score
 from shiftkit.sft import SFTConfig, run_sft
-
-
-@pytest.fixture
-def pico_dir(tmp_path, pico, tok):
-    d = tmp_path / "pico"
-    save_model(pico, tok, d)
-    return str(d)
-
-
-@pytest.fixture
-def length_reward(monkeypatch):
-    """Reward = completion length: every group has signal, whatever the (random) model says."""
-    from shiftkit.tasks import Mixture
-
-    monkeypatch.setattr(Mixture, "reward", lambda self, problem, completion: float(len(completion)))
 
 
 def _grpo(model, out, **kw) -> dict:

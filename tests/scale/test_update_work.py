@@ -18,15 +18,7 @@ from safetensors.torch import load_file
 
 from shiftkit import logprobs
 from shiftkit import microbatch as MB
-from shiftkit.models import save_model
 from shiftkit.rl import GRPOConfig, run_grpo
-
-
-@pytest.fixture
-def pico_dir(tmp_path, pico, tok):
-    d = tmp_path / "pico"
-    save_model(pico, tok, d)
-    return str(d)
 
 
 @pytest.fixture
