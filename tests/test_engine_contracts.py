@@ -23,11 +23,9 @@ The fake's workers really load the weights (two workers, like tensor parallel 2)
 the trainer's weights arrive, and the client's requests are recorded and compared field by field.
 """
 
-import contextlib
 import copy
 import json
 import threading
-import types
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -36,6 +34,7 @@ import pytest
 import torch
 
 from shiftkit import loopkit as kit
+from shiftkit.dist import Dist
 from shiftkit.errors import ShiftkitError
 from shiftkit.models import TinyModelSpec, load_model, make_char_tokenizer, make_tiny_model
 from shiftkit.remote import RolloutClient
@@ -45,8 +44,7 @@ from shiftkit.serve import CompletionServer
 API_KEY = "vllm-api-key"
 SPEC = TinyModelSpec(hidden_size=32, num_hidden_layers=1, intermediate_size=64, num_attention_heads=2,
                      num_key_value_heads=1, head_dim=16)
-ONE = types.SimpleNamespace(shard=lambda xs: xs, device=torch.device("cpu"), is_main=True, barrier=lambda: None,
-                            gathered=lambda *models: contextlib.nullcontext())  # one process: nothing to gather
+ONE = Dist()  # one process (the real launcher-free Dist: shard, is_main, barrier, gathered)
 PROMPTS = ["Q:12+7=", "hello"]
 KW = dict(max_new_tokens=6, temperature=1.0)
 GUARDED_PREFIX = ("/v1", "/v2", "/inference", "/cohere")  # authenticate.py

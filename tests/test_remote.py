@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from shiftkit import loopkit as kit
+from shiftkit.dist import Dist
 from shiftkit.errors import ShiftkitError
 from shiftkit.models import TinyModelSpec, make_char_tokenizer, make_tiny_model, save_model
 from shiftkit.remote import RolloutClient, logprob_gap, post_json
@@ -24,8 +25,7 @@ from shiftkit.serve import CompletionServer, JSONServer
 TOKEN = "test-token"  # the servers' token (SHIFTKIT_SERVE_TOKEN for the process, token= for the thread)
 SPEC = TinyModelSpec(hidden_size=32, num_hidden_layers=2, intermediate_size=64, num_attention_heads=4,
                      num_key_value_heads=2, head_dim=8)
-ONE = types.SimpleNamespace(shard=lambda xs: xs, device=torch.device("cpu"), is_main=True, barrier=lambda: None,
-                            gathered=lambda *models: contextlib.nullcontext())
+ONE = Dist()  # one process (the real launcher-free Dist: shard, is_main, barrier, gathered)
 PROMPTS = ["Q:12+7=", "Q:3*4=", "hello"]
 KW = dict(max_new_tokens=10, temperature=1.0)
 

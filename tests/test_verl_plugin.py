@@ -20,7 +20,6 @@ The native numbers are shiftkit's OPD loop's own: :func:`shiftkit.opd.loop.opd_s
 and :func:`shiftkit.opd.loop.opd_policy_loss` (loss and gradient).
 """
 
-import contextlib
 import copy
 import types
 
@@ -33,13 +32,13 @@ verl = pytest.importorskip("verl", reason="verl is an optional test dependency (
 from shiftkit import logprobs as LP  # noqa: E402
 from shiftkit import loopkit as kit  # noqa: E402
 from shiftkit import microbatch as MB  # noqa: E402
+from shiftkit.dist import Dist
 from shiftkit.models import TinyModelSpec, make_char_tokenizer, make_tiny_model  # noqa: E402
 from shiftkit.opd.loop import OPDConfig, opd_policy_loss, opd_signal  # noqa: E402
 
 SPEC = TinyModelSpec(hidden_size=32, num_hidden_layers=1, intermediate_size=64, num_attention_heads=2,
                      num_key_value_heads=1, head_dim=16)
-ONE = types.SimpleNamespace(shard=lambda xs: xs, device=torch.device("cpu"), is_main=True, barrier=lambda: None,
-                            gathered=lambda *models: contextlib.nullcontext())  # one process: nothing to gather
+ONE = Dist()  # one process (the real launcher-free Dist: shard, is_main, barrier, gathered)
 PROMPTS = ["Q:12+7=", "Q:3*4=", "hello"]
 CLIP = 0.2
 

@@ -2,21 +2,18 @@
 independent score of the teacher and the reference at the sampled tokens, with the candidates' mean
 as its own field; and ``determinism_gap`` is saved in summary.json."""
 
-import contextlib
 import json
-from pathlib import Path
 
 import pytest
-import torch
 
 from shiftkit import microbatch
+from shiftkit.dist import Dist
 from shiftkit.loopkit import rollout
 from shiftkit.models import load_model_and_tokenizer
 from shiftkit.opd.loop import OPDConfig, delta_summary, opd_signal, run_opd
 from shiftkit.sampling import score
 
-ONE = type("One", (), {"shard": staticmethod(lambda xs: xs), "device": torch.device("cpu"), "is_main": True,
-                       "gathered": staticmethod(lambda *models: contextlib.nullcontext())})()
+ONE = Dist()  # one process (the real launcher-free Dist: shard, is_main, barrier, gathered)
 
 
 def _models(trio):
