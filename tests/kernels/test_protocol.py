@@ -226,6 +226,9 @@ def test_a_worker_runs_only_inside_its_rounds():
         assert w.group.cpu_ns() == c0  # nothing ran between rounds
     finally:
         w.close()
+    import threading
+
+    assert "busy_thread_spin" not in {t.name for t in threading.enumerate()}  # it spun in the worker, not here
 
 
 def test_input_region_is_read_only_for_the_worker():

@@ -1,5 +1,7 @@
-"""Hand-written: y = x + 1, and a thread that spins forever from the moment the module is imported (stands in
-for any work a worker would do outside its rounds)."""
+"""Hand-written: y = x + 1, and a thread that spins forever from the moment the model is built (stands in
+for any work a worker would do outside its rounds). It starts in ``Model.__init__``, which only the worker runs:
+the parent imports this file too (load_problem), and a spinning thread there would hold the GIL of the test
+process for the rest of the session."""
 
 import threading
 
@@ -13,10 +15,11 @@ def _spin():
         x += 1
 
 
-threading.Thread(target=_spin, daemon=True).start()
-
-
 class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        threading.Thread(target=_spin, name="busy_thread_spin", daemon=True).start()
+
     def forward(self, x):
         return x + 1.0
 
