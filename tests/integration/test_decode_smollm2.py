@@ -12,7 +12,7 @@ interval (a wrong decoder moves tokens whose draw sits far inside its interval),
 import pytest
 import torch
 
-from shiftkit.models import import_gguf, load_model_and_tokenizer, smollm2_gguf_path
+from shiftkit.models import load_model_and_tokenizer, smollm2_gguf_path
 from shiftkit.sampling import forward_completion, process_logits, sample
 
 pytestmark = [pytest.mark.skipif(smollm2_gguf_path() is None,
@@ -26,10 +26,8 @@ PROMPTS = ["Once upon a time, in a small village by the sea, there lived an old 
 
 
 @pytest.fixture(scope="module")
-def smollm2(tmp_path_factory):
-    out = tmp_path_factory.mktemp("smollm2") / "model"
-    import_gguf(smollm2_gguf_path(), out)
-    return load_model_and_tokenizer(out)
+def smollm2(smollm2_dir):
+    return load_model_and_tokenizer(smollm2_dir)
 
 
 def edge_distance(model, roll, b: int, t: int, u: float, temperature: float) -> float:

