@@ -19,6 +19,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+SLOW_S = 120.0
+
+
+def pytest_runtest_logreport(report):
+    """A test slower than SLOW_S is named in the log as it ends, so a CI log cut off by the run's time limit
+    still says where the time went (the --durations table is printed only at the end)."""
+    if report.duration > SLOW_S:
+        import sys
+
+        sys.stderr.write(f"\n[slow] {report.duration:.0f} s {report.when} {report.nodeid}\n")
+
+
 # tests/learning.py (shared pieces of the "it learns" tests) is importable as `learning`
 import sys  # noqa: E402
 
