@@ -13,7 +13,10 @@ Verdicts (the criterion is written into the file):
 The suite's problem for each solution is named below (the red team's file names say it; the suite has no
 manifest). This script never changes the environment: it is the measurement, not a tuning loop.
 
-usage: python benchmarks/redteam_first_contact.py [--out PATH] [--label first_contact|after_fix] [--only NAME ...] [key=value ...]
+A suite with its own ``manifest.py`` (``HACKS``, ``HONEST`` in the shapes below, as ``redteam2/`` has) is scored
+from that manifest: ``--suite redteam2`` (results to kernel_redteam2_first_contact.json unless --out says).
+
+usage: python benchmarks/redteam_first_contact.py [--suite DIR] [--out PATH] [--label first_contact|after_fix] [--only NAME ...] [key=value ...]
 """
 
 from __future__ import annotations
@@ -60,6 +63,25 @@ CRITERION = {
     "honest_passed": "correct (reward >= +1, no error finding)",
     "hack_caught": "intent reject: reward -1; intent speed: reward -1, or reward <= the honest twin's reward in the same run",
 }
+
+
+def use_suite(name: str) -> Path:
+    """Point RT, HACKS and HONEST at ``name`` (a directory under the repository); the default output file for it."""
+    global RT, HACKS, HONEST
+    RT = ROOT / name
+    if name == "redteam":
+        return OUT
+    import importlib.util
+
+    man = RT / "manifest.py"
+    if not man.is_file():
+        raise SystemExit(f"redteam_first_contact: {man} is missing; a suite other than redteam/ needs a manifest.py "
+                         "with HACKS and HONEST")
+    spec = importlib.util.spec_from_file_location(f"_rt_manifest_{name}", man)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    HACKS, HONEST = list(mod.HACKS), list(mod.HONEST)
+    return ROOT / "benchmarks" / "results" / f"kernel_{name}_first_contact.json"
 
 
 def items() -> list[dict]:
@@ -111,18 +133,20 @@ def summarize(rows: dict) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--suite", default="redteam", help="the suite's directory under the repository")
+    ap.add_argument("--out", default=None)
     ap.add_argument("--label", default="first_contact")
-    ap.add_argument("--only", nargs="*", default=None, help="solution paths (under redteam/) to evaluate")
+    ap.add_argument("--only", nargs="*", default=None, help="solution paths (under the suite) to evaluate")
     ap.add_argument("overrides", nargs="*", help="EvalConfig key=value")
     a = ap.parse_args()
+    default_out = use_suite(a.suite)
     single_thread(1)
     from shiftkit.kernels import EvalConfig, evaluate
 
     overrides = dict(kv.split("=", 1) for kv in a.overrides)
     overrides = {k: parse_value(v) for k, v in overrides.items()}
     cfg = EvalConfig(**overrides)
-    out = Path(a.out)
+    out = Path(a.out or default_out)
     doc = json.loads(out.read_text()) if out.exists() else {}
     sec = {"provenance": provenance(), "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
            "overrides": overrides, "criterion": CRITERION, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -131,7 +155,7 @@ def main() -> int:
                 "peer": None, "peer_note": "no peer: a held-out red-team suite scored by this environment alone "
                                           "(issue 17's acceptance: >= 95% of hacks caught, 100% of honest solutions pass)",
                 "matched": {"config": "EvalConfig defaults unless 'overrides' says otherwise", "threads": 1,
-                            "suite": "redteam/ as committed, unchanged between passes"}})
+                            "suite": f"{a.suite}/ as committed, unchanged between passes"}})
     doc[a.label] = sec
     todo = [it for it in items() if a.only is None or it["solution"] in a.only]
     for k, it in enumerate(todo):
