@@ -3,7 +3,7 @@
 
 import pytest
 
-from shiftkit.models import import_gguf, smollm2_gguf_path
+from shiftkit.models import import_gguf, load_model_and_tokenizer, smollm2_gguf_path
 
 
 @pytest.fixture(scope="session")
@@ -13,3 +13,9 @@ def smollm2_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("smollm2") / "model"
     import_gguf(smollm2_gguf_path(), out)
     return out
+
+
+@pytest.fixture(scope="module")
+def smollm2(smollm2_dir):
+    """(model, tokenizer) loaded from the session's import, once per module."""
+    return load_model_and_tokenizer(smollm2_dir)

