@@ -6,9 +6,12 @@ mode, single- and multi-turn). Pipeline: behaviour cloning of uniformly random v
 prompt, train and held-out; no reward in it), then ``shiftkit rl`` (:func:`shiftkit.rl.run_grpo`) with
 ``reward=shiftkit.agent.kernel_grammar:grammar_verify_reward`` on the train problems, the environment in
 this process. Held-out: ``k`` sampled answers per held-out problem (temperature 1, fixed seeds) before and
-after, judged by the same reward.
+after, judged by the same reward. ``--kl-coef`` adds GRPO's k3 KL to the starting (cloned) policy
+(:attr:`shiftkit.rl.GRPOConfig.kl_coef`; 0 = none, the default).
 
     python benchmarks/agent_kernel_rl_small.py --seed 0 --steps 12 --out runs/agent_kernel_rl_small
+    python benchmarks/agent_kernel_rl_small.py --seed 0 --steps 10 --kl-coef 0.1 --out runs/akrl_kl_s0 \
+        --results benchmarks/results/agent_kernel_rl_kl_seed0.json
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--kl-coef", type=float, default=0.0, help="k3 KL to the starting policy (GRPOConfig.kl_coef; 0 = none)")
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--sft-rows", type=int, default=2000)
     ap.add_argument("--sft-steps", type=int, default=300)
@@ -64,6 +68,7 @@ def main() -> None:
     ap.add_argument("--out", default="runs/agent_kernel_rl_small")
     ap.add_argument("--results", default="benchmarks/results/agent_kernel_rl.json")
     a = ap.parse_args()
+    from shiftkit.config import check_ranges
     from shiftkit.kernels.envclient import LocalKernelEnv
     from shiftkit.models import load_model_and_tokenizer, save_model
     from shiftkit.rl import GRPOConfig, run_grpo
@@ -81,10 +86,13 @@ def main() -> None:
     before = evaluate(*load_model_and_tokenizer(sft), HELDOUT, a.k, env, a.seed)
     print(f"held-out before: {before}", file=sys.stderr, flush=True)
     data = write_rows(out / "train.jsonl", TRAIN)
-    rl = run_grpo(GRPOConfig(model=str(sft), out=str(out / "rl"), data=data, reward=[REWARD], steps=a.steps,
-                             prompts_per_step=len(TRAIN), group_size=a.group_size, max_new_tokens=32, lr=a.lr,
-                             eval_every=0, samples_every=max(1, a.steps // 3), seed=a.seed, threads=1, progress=True,
-                             overwrite=True))
+    cfg = GRPOConfig(model=str(sft), out=str(out / "rl"), data=data, reward=[REWARD], steps=a.steps,
+                     prompts_per_step=len(TRAIN), group_size=a.group_size, max_new_tokens=32, lr=a.lr,
+                     kl_coef=a.kl_coef, eval_every=0, samples_every=max(1, a.steps // 3), seed=a.seed, threads=1,
+                     progress=True, overwrite=True)
+    check_ranges(cfg)  # kl_coef >= 0, lr > 0, ...: run_grpo called directly checks neither (from_dict does)
+    cfg.validate()
+    rl = run_grpo(cfg)
     after = evaluate(*load_model_and_tokenizer(rl["out"]), HELDOUT, a.k, env, a.seed)
     print(f"held-out after: {after}", file=sys.stderr, flush=True)
     curve = [r for r in read_jsonl(out / "rl" / "metrics.jsonl") if "loss" in r]
@@ -103,12 +111,12 @@ def main() -> None:
                     "threads": 1, "k_per_heldout_problem": a.k},
         "peer": None,
         "peer_note": "a learning measurement, not a timing comparison: no peer runs the kernel grammar",
-        "config": {"steps": a.steps, "lr": a.lr, "group_size": a.group_size, "prompts_per_step": len(TRAIN),
+        "config": {"steps": a.steps, "lr": a.lr, "kl_coef": a.kl_coef, "group_size": a.group_size, "prompts_per_step": len(TRAIN),
                    "sft_rows": a.sft_rows, "sft_steps": a.sft_steps, "kernel_mode": "verify"},
         "reward_before": before["reward"], "reward_after": after["reward"],
         "table": {"before": before, "after": after},
-        "train_curve": [{"step": r["step"], "reward": r["reward"], "frac_groups_with_signal": r.get("frac_groups_with_signal")}
-                        for r in curve],
+        "train_curve": [{"step": r["step"], "reward": r["reward"], "frac_groups_with_signal": r.get("frac_groups_with_signal"),
+                         "kl": r.get("kl")} for r in curve],
         "seconds": round(time.time() - t0, 1),
         "load_avg_end": list(os.getloadavg()),
         "note": "one seed resolves nothing: the before/after difference is within what a different seed or sample set "
