@@ -58,8 +58,9 @@ RUNTIME_LIBS = ("libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", "libgomp.so.1")
 def runtime_exports() -> dict:
     """Every name the system's language runtimes export: libm (C99 real and complex math, the floating-point
     environment), libstdc++ (the C++ library and ABI runtime), libgcc_s (unwinding, arithmetic helpers),
-    libgomp (OpenMP). None of them can reach the harness, the dispatcher or another process; libc, which can
-    (dlopen, syscall, fork), stays a list of names."""
+    libgomp (OpenMP). None of them can reach the harness, the dispatcher or another process. libc, which can
+    (dlopen, syscall, fork), is read by ``build.runtime_imports`` and allowed less its deny class
+    (``symbols._LIBC_DENY``)."""
     import ctypes
 
     from shiftkit.kernels import symbols

@@ -6,7 +6,8 @@ cannot be rebound, by the parent's sampling and the linked-symbol allowlist.
 
 While ``ModelNew.forward`` runs, :class:`OpBlocker` (a ``TorchDispatchMode``) sees every ATen op that
 reaches the dispatcher, from Python *and* from C++ extension code (``at::relu`` inside a binding is
-caught too). Only allocation, views, metadata and data movement are allowed; ops in namespaces other
+caught too). Only allocation (with its initialisation: ``torch.full``, ``ones``, ``zeros``), views, metadata and
+data movement are allowed; ops in namespaces other
 than torch's own (the solution's ``TORCH_LIBRARY`` custom ops) are allowed. Every other op is recorded
 (op name -> count) and raises, so a forward that silently falls back to torch fails and is reported by
 name. Lean C ABI kernels are called through ctypes and never touch the dispatcher.
@@ -21,8 +22,9 @@ TORCH_NAMESPACES = frozenset({"aten", "prims", "prim", "quantized", "mkldnn", "m
 
 ALLOWED_ATEN = frozenset({
     # allocation
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros",
-    "zero_", "fill_", "scalar_tensor", "lift_fresh", "lift_fresh_copy", "resize_",
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted", "zeros", "zeros_like",
+    "new_zeros", "zero_", "fill_", "fill", "full", "full_like", "new_full", "ones", "ones_like", "new_ones",
+    "scalar_tensor", "lift_fresh", "lift_fresh_copy", "resize_",  # allocation and its initialisation: no compute
     # views
     "view", "_unsafe_view", "as_strided", "expand", "permute", "transpose", "t", "unsqueeze", "squeeze", "select",
     "slice", "narrow", "alias", "detach", "unbind", "split", "split_with_sizes", "chunk", "view_as", "unfold",

@@ -107,14 +107,19 @@ class BuildResult:
         return d
 
 
-@functools.lru_cache(maxsize=1)
-def _toolchain() -> tuple[str, str]:
-    cxx = os.path.realpath(shutil.which("c++") or shutil.which("g++") or "/usr/bin/c++")
+def _version(tool: str) -> str:
     try:
-        ver = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout.splitlines()[0]
+        return subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30).stdout.splitlines()[0]
     except Exception:  # noqa: BLE001
-        ver = "unknown"
-    return cxx, ver
+        return "unknown"
+
+
+@functools.lru_cache(maxsize=1)
+def _toolchain() -> tuple[str, str, str]:
+    """(the C++ compiler, the C compiler, both versions): C units are compiled as C, by the C compiler."""
+    cxx = os.path.realpath(shutil.which("c++") or shutil.which("g++") or "/usr/bin/c++")
+    cc = os.path.realpath(shutil.which("cc") or shutil.which("gcc") or "/usr/bin/cc")
+    return cxx, cc, f"{_version(cxx)} {cxx}|{_version(cc)} {cc}"
 
 
 def _salt(backend) -> str:
@@ -123,7 +128,7 @@ def _salt(backend) -> str:
     from shiftkit.kernels import symbols  # the allowlist is part of a build's verdict
 
     allow = hashlib.sha256(Path(symbols.__file__).read_bytes()).hexdigest()[:12]
-    return f"torch={torch.__version__}|cc={_toolchain()[1]}|machine={machine_id()}|allow={allow}|v=4|" + json.dumps(
+    return f"torch={torch.__version__}|cc={_toolchain()[2]}|machine={machine_id()}|allow={allow}|v=5|" + json.dumps(
         list(backend.cflags) + list(backend.cuda_cflags))
 
 
@@ -197,14 +202,31 @@ def materialize(spec: BuildSpec, src_dir: Path) -> list[str]:
     return units
 
 
+C_UNIT_EXTS = (".c",)
+_CXX_STD = re.compile(r"-std=(?:c|gnu)\+\+\w+")
+_C_STD = re.compile(r"-std=(?:c|gnu)\d\w*")
+
+
+def _language_flags(flags: list[str], c_unit: bool) -> list[str]:
+    """Pure: the flags of one unit: a C unit drops the C++ dialect (``-std=c++17``) and starts from C11 with GNU
+    extensions, a C++ unit drops a C dialect; every other flag (the same allowlist) applies to both. The last
+    ``-std`` wins, so a solution's own ``-std=c99`` applies to its C units."""
+    if c_unit:
+        return ["-std=gnu11"] + [f for f in flags if not _CXX_STD.fullmatch(f)]
+    return [f for f in flags if not _C_STD.fullmatch(f)]
+
+
 def _compile_plan(spec: BuildSpec, units: list[str], src: str = "/src", tmp: str = "/tmp/b") -> list[list[str]]:
-    """argv lists: compile each unit from ``src`` into ``tmp``, link ``tmp``/ext.so (sandbox paths by default)."""
+    """argv lists: compile each unit from ``src`` into ``tmp``, link ``tmp``/ext.so (sandbox paths by default).
+    ``.c`` units are C, compiled by the C compiler (valid C99/C11 is not always valid C++: ``restrict``, implicit
+    ``void*`` conversions, designated initialisers out of order); their functions have C linkage, so C++ glue
+    calls them through ``extern "C"`` declarations, and ctypes finds them by their plain names."""
     import sysconfig
 
     import torch.utils.cpp_extension as ce
 
     backend = get_backend(spec.backend)
-    cxx = _toolchain()[0]
+    cxx, cc, _ = _toolchain()
     dirs = sorted({f"{src}/" + os.path.dirname(u) for u in units if os.path.dirname(u)})
     incs = [f"-I{src}"] + ["-I" + d for d in dirs]
     common = []
@@ -226,8 +248,10 @@ def _compile_plan(spec: BuildSpec, units: list[str], src: str = "/src", tmp: str
             nvcc = os.path.join(getattr(ce, "CUDA_HOME", None) or "/usr/local/cuda", "bin", "nvcc")
             argvs.append([nvcc, "-c", f"{src}/{u}", "-o", obj, "--compiler-options", "-fPIC", *common, *incs,
                           *ce.COMMON_NVCC_FLAGS, *backend.cuda_cflags, *spec.extra_cuda_cflags])
+        elif u.endswith(C_UNIT_EXTS):
+            argvs.append([cc, "-c", f"{src}/{u}", "-o", obj, *_language_flags(cflags, True)])
         else:
-            argvs.append([cxx, "-c", f"{src}/{u}", "-o", obj, *cflags])
+            argvs.append([cxx, "-c", f"{src}/{u}", "-o", obj, *_language_flags(cflags, False)])
         objs.append(obj)
     argvs.append([cxx, *objs, "-shared", *ldflags, "-o", f"{tmp}/ext.so"])
     return argvs
@@ -304,16 +328,30 @@ def torch_baseline_imports(cache: Path, timeout_s: float, isolate: bool) -> froz
 
 
 _RUNTIME: dict[str, frozenset] = {}
+_LIBC_NAME = re.compile(r"libc(?:\.so(?:\.\d+)*|-\d[\d.]*\.so)")
+
+
+def _libc_paths() -> list[str]:
+    """The C library this process (and every worker: the same OS files) runs with, from its own mappings."""
+    with open("/proc/self/maps") as f:
+        paths = {ln.split()[-1] for ln in f if ln.split()[-1].startswith("/")}
+    return sorted(p for p in paths if _LIBC_NAME.fullmatch(os.path.basename(p)))
 
 
 def runtime_imports(timeout_s: float) -> frozenset:
-    """Every name the system's language runtimes export (libm, libstdc++, libgcc_s, libgomp; read once per
-    process, in the analysis subprocess): an extension may import any of them, by library rather than by a
-    list of names (``cexpf`` as much as ``expf``, ``__cxa_throw_bad_array_new_length`` as much as ``__cxa_throw``)."""
+    """Every name the system's language runtimes export (libc, libm, libstdc++, libgcc_s, libgomp; read once per
+    process, in the analysis subprocess), less libc's deny class (:func:`symbols.runtime_allowed`): an extension
+    may import any of them, by library rather than by a list of names (``cexpf`` as much as ``expf``,
+    ``__cxa_throw_bad_array_new_length`` as much as ``__cxa_throw``, ``getenv`` as much as ``malloc``)."""
     if "x" not in _RUNTIME:
+        from shiftkit.kernels import symbols
         from shiftkit.kernels.analysis import run
 
-        _RUNTIME["x"] = frozenset(run({"op": "runtime"}, timeout_s=max(30.0, timeout_s))["exports"])
+        t = max(30.0, timeout_s)
+        names = set(run({"op": "runtime"}, timeout_s=t)["exports"])
+        for p in _libc_paths():
+            names |= set(run({"op": "artefact", "path": p}, timeout_s=t)["exports"])
+        _RUNTIME["x"] = symbols.runtime_allowed(names)
     return _RUNTIME["x"]
 
 
@@ -322,9 +360,10 @@ def _check_artefact(so: str, kind: str, cache: Path, timeout_s: float, isolate: 
     from shiftkit.kernels.analysis import run
 
     info = run({"op": "artefact", "path": so}, timeout_s=max(30.0, timeout_s))
-    allowed = frozenset() if baseline or kind != "torch" else torch_baseline_imports(cache, timeout_s, isolate)
-    allowed = allowed | (frozenset() if baseline else runtime_imports(timeout_s))
-    forbidden = [] if baseline else symbols.forbidden_imports(info["undefined"], kind, info.get("demangled", {}), allowed)
+    if baseline:
+        return info, []
+    own = torch_baseline_imports(cache, timeout_s, isolate) if kind == "torch" else frozenset()
+    forbidden = symbols.forbidden_imports(info["undefined"], kind, info.get("demangled", {}), own, runtime_imports(timeout_s))
     return info, forbidden
 
 
@@ -366,7 +405,7 @@ def build(spec: BuildSpec, cache_dir: str | Path | None = None, timeout_s: float
         if bad:
             errors = [CompileError(None, None, f"build flag {b!r} is not on the allowlist") for b in bad]
         elif not units:
-            errors = [CompileError(None, None, "no translation units (.cpp/.cu) in the sources")]
+            errors = [CompileError(None, None, "no translation units (.c/.cpp/.cu) in the sources")]
         elif spec.backend == "cuda" and not getattr(ce, "CUDA_HOME", None):
             errors = [CompileError(None, None, "CUDA backend requested but CUDA_HOME/nvcc not found")]
         else:

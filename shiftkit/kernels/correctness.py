@@ -7,11 +7,18 @@ at every scale. The budget is per dtype: float64 (and complex128) far tighter th
 so an fp64 problem computed in fp32 fails; complex numbers compare by complex magnitude. NaN must sit where
 the reference has NaN and infinities must match exactly. Integer and bool outputs compare exactly.
 
-**Transforms.** Beyond the problem's own input distribution the correctness rounds use sign flips, scaling
-by 2^±5 (exact in binary floating point) and inputs with half their elements zeroed. A transform is used
-only where the reference is well defined on it: its output is finite wherever the fp64 reference's is and
-the fp32 and fp64 references agree within the budget (so an ill-conditioned input never fails an honest
-kernel), and discrete outputs (indices) never get the zeroed inputs (ties).
+**Transforms.** Beyond the problem's own input distribution the checked rounds use transforms that cover
+the domain, both ways: sign flips; scaling up by the largest of 2^5, 2^4, ..., 2^1 on which the reference is
+well defined (so an input range that overflows at 2^5 is still widened); scaling down by 2^-5 and by 2^-12
+(an absolute threshold - "skip blocks below 1e-3" - sees values it would drop); inputs with half their
+elements zeroed; 64-bit integers moved past 32 bits (``int_wide``: an int64 problem computed in int32 wraps);
+and a near-repeat of an earlier round (``perturb``: the same inputs with a few elements redrawn, so an output
+cache keyed on a sample of the input returns a stale answer). Every power-of-two scale is exact in binary
+floating point. A transform is used only where the reference is well defined on it: its output is finite
+wherever the fp64 reference's is and the fp32 and fp64 references agree within the budget (so an
+ill-conditioned input never fails an honest kernel), the reference does not raise (an index moved out of
+range), and discrete outputs (indices) never get the zeroed inputs (ties). NaN inputs are not used: KernelBench
+never feeds NaN, and an honest ``fmaxf(x, 0)`` ReLU drops NaN where torch keeps it (a false rejection).
 """
 
 from __future__ import annotations
@@ -27,8 +34,12 @@ TOLERANCE_PRESETS: dict[str, dict[str, tuple[float, float]]] = {
     "strict": {"float64": (1e-12, 1e-12), "float32": (1e-5, 1e-5), "float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1e-2)},
 }
 _REAL_OF = {"complex64": "float32", "complex128": "float64", "complex32": "float16"}
-TRANSFORMS = ("negate", "scale_up", "scale_down", "sparse")
+TRANSFORMS = ("negate", "scale_up", "scale_down", "scale_tiny", "sparse", "int_wide")
 SCALE = 32.0
+SCALE_UP_LADDER = (32.0, 16.0, 8.0, 4.0, 2.0)  # the largest well-defined factor is used
+SCALE_TINY = 2.0 ** -12  # below any absolute threshold a kernel might use to skip work on O(1) inputs
+INT_WIDE = 2 ** 32
+PERTURB_ELEMENTS = 8
 
 
 def tolerance_for(dtype_name: str, preset: str = "default", atol: float | None = None, rtol: float | None = None,
@@ -92,9 +103,11 @@ def mismatches(expected, actual, atol: float, rtol: float) -> tuple[int, float]:
 
 
 def compare(expected: Any, actual: Any, preset: str = "default", atol: float | None = None, rtol: float | None = None,
-            path: str = "out", reduced_precision: bool = False) -> tuple[str | None, str, float]:
+            path: str = "out", reduced_precision: bool = False, leaf_dtype: str = "float64") -> tuple[str | None, str, float]:
     """Compare nested outputs. Returns (finding code or None, message, max abs diff). Exact container
-    types, shapes and dtypes; values with :func:`mismatches`."""
+    types, shapes and dtypes; values with :func:`mismatches`. A Python-float leaf gets the budget of
+    ``leaf_dtype``, the precision the reference computed it in (see :func:`leaf_dtype_of`): a float32 mean
+    returned with ``.item()`` is float32-accurate, whatever Python's float can hold."""
     import torch
 
     if type(actual) is not type(expected):
@@ -121,7 +134,7 @@ def compare(expected: Any, actual: Any, preset: str = "default", atol: float | N
             return "output_type", f"{path}: length {len(actual)} != {len(expected)}", math.inf
         worst = 0.0
         for i, (e, a) in enumerate(zip(expected, actual)):
-            code, msg, d = compare(e, a, preset, atol, rtol, f"{path}[{i}]", reduced_precision)
+            code, msg, d = compare(e, a, preset, atol, rtol, f"{path}[{i}]", reduced_precision, leaf_dtype)
             if code:
                 return code, msg, d
             worst = max(worst, d)
@@ -131,13 +144,13 @@ def compare(expected: Any, actual: Any, preset: str = "default", atol: float | N
             return "output_type", f"{path}: keys {sorted(actual)} != {sorted(expected)}", math.inf
         worst = 0.0
         for k in expected:
-            code, msg, d = compare(expected[k], actual[k], preset, atol, rtol, f"{path}[{k!r}]", reduced_precision)
+            code, msg, d = compare(expected[k], actual[k], preset, atol, rtol, f"{path}[{k!r}]", reduced_precision, leaf_dtype)
             if code:
                 return code, msg, d
             worst = max(worst, d)
         return None, "", worst
     if isinstance(expected, float):
-        a, r = tolerance_for("float64", preset, atol, rtol)
+        a, r = tolerance_for(leaf_dtype, preset, atol, rtol, reduced_precision)
         ok = abs(actual - expected) <= a * abs(expected) + r * abs(expected) or (math.isnan(actual) and math.isnan(expected)) \
             or actual == expected
         return (None, "", abs(actual - expected)) if ok else ("output_mismatch", f"{path}: {actual} != {expected}", abs(actual - expected))
@@ -146,20 +159,28 @@ def compare(expected: Any, actual: Any, preset: str = "default", atol: float | N
     return None, "", 0.0
 
 
-def transform(inputs: list, name: str, seed: int) -> list:
-    """Pure: apply a named transform to every floating tensor of the inputs (others untouched)."""
+def transform(inputs: list, name: str, seed: int, factor: float | None = None) -> list:
+    """Pure: apply a named transform to every tensor it concerns (floating/complex tensors; ``int_wide``:
+    int64 tensors); other values untouched. ``factor``: the scale of ``scale_up`` (default :data:`SCALE`)."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
 
     def tr(x):
+        if isinstance(x, torch.Tensor) and name == "int_wide":
+            if x.dtype != torch.int64:
+                return x
+            sign = 1 if int(torch.randint(0, 2, (1,), generator=g)) else -1
+            return x + sign * INT_WIDE  # exact: |x| stays far below 2^63
         if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()):
             if name == "negate":
                 return -x
             if name == "scale_up":
-                return x * SCALE
+                return x * (SCALE if factor is None else factor)
             if name == "scale_down":
                 return x / SCALE
+            if name == "scale_tiny":
+                return x * SCALE_TINY
             if name == "sparse":
                 return torch.where(torch.rand(x.shape, generator=g) < 0.5, torch.zeros_like(x), x)
             raise ValueError(f"unknown transform {name!r}")
@@ -168,6 +189,69 @@ def transform(inputs: list, name: str, seed: int) -> list:
         return x
 
     return [tr(v) for v in inputs]
+
+
+def perturb(inputs: list, fresh: list, seed: int, n: int = PERTURB_ELEMENTS) -> list:
+    """Pure: ``inputs`` with ``n`` elements of every floating tensor replaced by the same elements of
+    ``fresh`` (inputs of the same problem and shapes, another draw), at positions drawn from ``seed``: a
+    near-repeat that an output cache keyed on a sample of the input cannot tell from the original."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+
+    def tr(x, f):
+        if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()):
+            if not isinstance(f, torch.Tensor) or f.shape != x.shape or f.dtype != x.dtype or x.numel() == 0:
+                return x
+            idx = torch.randint(0, x.numel(), (min(n, x.numel()),), generator=g)
+            out = x.clone()
+            flat = out.reshape(-1)  # a copy when ``x`` is not contiguous: written back below
+            flat[idx] = f.reshape(-1)[idx]
+            if flat.data_ptr() != out.data_ptr():
+                out.copy_(flat.view(x.shape))
+            return out
+        if isinstance(x, (list, tuple)) and isinstance(f, (list, tuple)) and len(x) == len(f):
+            return type(x)(tr(a, b) for a, b in zip(x, f))
+        return x
+
+    return [tr(a, b) for a, b in zip(inputs, fresh)]
+
+
+def leaf_dtype_of(*trees: Any) -> str:
+    """Pure: the widest floating dtype among the tensors of ``trees`` (inputs, weights); "float64" when there
+    is none. The precision in which a reference computes a Python-float output from them."""
+    import torch
+
+    order = ["float16", "bfloat16", "float32", "float64"]
+    best = -1
+
+    def walk(x):
+        nonlocal best
+        if isinstance(x, torch.Tensor):
+            if x.is_floating_point() or x.is_complex():
+                name = _REAL_OF.get(str(x.dtype).replace("torch.", ""), str(x.dtype).replace("torch.", ""))
+                if name in order:
+                    best = max(best, order.index(name))
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+
+    for t in trees:
+        walk(t)
+    return order[best] if best >= 0 else "float64"
+
+
+def has_int64(x: Any) -> bool:
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.dtype == torch.int64
+    if isinstance(x, (list, tuple)):
+        return any(has_int64(v) for v in x)
+    return False
 
 
 def has_float(x: Any) -> bool:

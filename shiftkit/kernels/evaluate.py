@@ -280,6 +280,21 @@ def block_plan(timed_calls: int, timing_blocks: int, max_timed_calls: int, min_r
     return n0, per, n0 if n0 == 1 else max(n0, max_timed_calls // per)
 
 
+def spot_plan(per: int, block: int, kinds: int, seed: int) -> dict[int, int]:
+    """Pure: which rounds of a timing block get transformed inputs (position -> index into the admitted
+    transforms). Positions come from a secret seed; block ``b`` takes the next ``m = min(kinds, per // 2)``
+    admitted transforms, cyclically (so a block of 10 rounds covers 5 of them and two blocks cover up to 10), so
+    a kernel that is right only on the problem's own distribution, or only while it believes it is being
+    checked, fails a timed round. At most half of a block's rounds are spots (at least one)."""
+    import random
+
+    if kinds <= 0 or per <= 0:
+        return {}
+    m = min(kinds, max(1, per // 2))
+    pos = random.Random(seed).sample(range(per), m)
+    return {q: (block * m + t) % kinds for t, q in enumerate(sorted(pos))}
+
+
 def block_decisions(blocks: list[dict[str, list[float]]], thr: float, level: float) -> tuple[dict, dict]:
     """Pure: per baseline, the interval of the paired speedup (log space) and its decision. Several blocks:
     the Student-t interval over the block medians; one block: the order-statistic interval of its rounds."""
@@ -344,6 +359,18 @@ class _Evaluation:
         self.cand_cpu_ns = 0
         self.lost = 0  # samples the kernel took but could not store (a full buffer): they still cover CPU time
         self.foreign_files: dict[str, int] = {}
+        self._model = None
+        self.m64 = None  # the reference in float64 (None: it has no float64 path)
+        self.spot_kinds: list[tuple[str, float | None]] = []  # the transforms admitted by plan(), for spot rounds
+        self.leaf_dtype = "float64"
+
+    @property
+    def model(self):
+        """The reference, built here with weights drawn from the secret (never the public seed alone): a
+        candidate that predicts the weights instead of using the loaded ones is wrong."""
+        if self._model is None:
+            self._model = self.p.make_model(self.seed("weights", 0)).to(self.device)
+        return self._model
 
     # -- bookkeeping
     def add(self, f: Finding) -> None:
@@ -434,7 +461,7 @@ class _Evaluation:
                                 "sampling_period_us": c.sample_period_us}
         import torch
 
-        sd = self.p.make_model(c.seed).state_dict()
+        sd = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
         h = w.load(wire.dumps_tensors({"init": self.p.init_inputs(), "state": dict(sd)}))
         if not h.get("ok"):
             raise WorkerFailure(h.get("kind", "load_error") if h.get("kind") in ("state_dict_mismatch", "out_of_memory",
@@ -488,7 +515,7 @@ class _Evaluation:
             return rr, None
         out = w.outputs(out_lay, h)
         code_, msg, diff = C.compare(expected, out, self.c.tolerance, self.c.atol, self.c.rtol,
-                                     reduced_precision=self.p.allow_reduced_precision)
+                                     reduced_precision=self.p.allow_reduced_precision, leaf_dtype=self.leaf_dtype)
         if code_:
             self.add(Finding(code or code_, msg, "error", where))
             return rr, None
@@ -501,29 +528,40 @@ class _Evaluation:
         import torch
 
         c, p = self.c, self.p
-        model = p.make_model(c.seed).to(self.device)
-        self.model = model
+        model = self.model
         rounds = []
         with torch.no_grad():
             for k in range(c.trials):
                 x = p.inputs(self.seed("trial", k))
                 rounds.append({"kind": "own", "where": f"trial {k}", "inputs": x, "expected": _cpu(model(*_to(x, self.device)))})
+            self.leaf_dtype = C.leaf_dtype_of(rounds[0]["inputs"], list(model.state_dict().values()))
             if c.transforms:
                 try:
-                    m64 = copy.deepcopy(model).double()
+                    self.m64 = copy.deepcopy(model).double()
                 except Exception:  # noqa: BLE001
-                    m64 = None
+                    self.m64 = None
                 base = rounds[0]
                 for i, name in enumerate(C.TRANSFORMS):
                     if name == "sparse" and C.all_discrete(base["expected"]):
                         continue
-                    if not C.has_float(base["inputs"]):
-                        break
-                    x = C.transform(base["inputs"], name, self.seed("transform", i))
-                    exp = _cpu(model(*_to(x, self.device)))
-                    if not self._well_defined(m64, x, exp):
+                    if not (C.has_int64(base["inputs"]) if name == "int_wide" else C.has_float(base["inputs"])):
                         continue
-                    rounds.append({"kind": name, "where": f"{name} inputs", "inputs": x, "expected": exp})
+                    for f in (C.SCALE_UP_LADDER if name == "scale_up" else (None,)):
+                        x = C.transform(base["inputs"], name, self.seed("transform", i), f)
+                        exp = self._checked_reference(x)
+                        if exp is None:
+                            continue
+                        what = f"{name} x{f:g}" if f else name
+                        rounds.append({"kind": name, "where": f"{what} inputs", "inputs": x, "expected": exp})
+                        self.spot_kinds.append((name, f))
+                        break
+                if C.has_float(base["inputs"]):  # a near-repeat: a cache keyed on a sample of the input is stale
+                    x = C.perturb(base["inputs"], p.inputs(self.seed("perturb", 0)), self.seed("perturb", 1))
+                    exp = self._checked_reference(x)
+                    if exp is not None:
+                        rounds.append({"kind": "perturb", "where": "near-repeat inputs", "inputs": x, "expected": exp,
+                                       "after_repeat": True})
+                        self.spot_kinds.append(("perturb", None))
             if c.shape_variants:
                 for i, var in enumerate(p.shape_variants):
                     x = p.inputs(self.seed("variant", i), var)
@@ -532,7 +570,20 @@ class _Evaluation:
         if c.determinism:
             rounds.append({"kind": "repeat", "where": "determinism", "inputs": rounds[0]["inputs"],
                            "expected": rounds[0]["expected"], "repeat": True})
-        return rounds
+        late = [r for r in rounds if r.get("after_repeat")]  # the near-repeat comes last, after the exact repeat
+        return [r for r in rounds if not r.get("after_repeat")] + late
+
+    def _checked_reference(self, x):
+        """The reference output on transformed inputs, or None where it is not well defined there (it raises,
+        overflows where float64 does not, or disagrees with float64 beyond the budget)."""
+        import torch
+
+        try:
+            with torch.no_grad():
+                exp = _cpu(self.model(*_to(x, self.device)))
+        except Exception:  # noqa: BLE001 - e.g. an index moved out of range: not a valid input
+            return None
+        return exp if self._well_defined(self.m64, x, exp) else None
 
     def _well_defined(self, m64, x, exp) -> bool:
         import torch
@@ -598,6 +649,7 @@ class _Evaluation:
         in_size = shm.nbytes(list(x0))
         flush = torch.empty(max(1, _flush_bytes(c) // 4), dtype=torch.float32) if _flush_bytes(c) else None
         done_blocks, logr, block_info = [], [], []
+        prev = x0
         wall = {n: [] for n in ["candidate"] + kinds}
         cpu = {n: [] for n in ["candidate"] + kinds}
         cis, decisions, need = {}, {}, False
@@ -623,10 +675,21 @@ class _Evaluation:
             bw = {n: [] for n in parties}
             bc = {n: [] for n in parties}
             names = list(parties)
-            for _ in range(per):
+            spots = spot_plan(per, i, len(self.spot_kinds), self.seed("spots", i))
+            for j in range(per):
                 x = p.inputs(self.seed("timed", rnd))
-                with torch.no_grad():
-                    e = _cpu(self.model(*_to(x, self.device)))
+                e, what = None, ""
+                if j in spots:  # a timed round on the checked domain: no round can be told from a check
+                    name, f = self.spot_kinds[spots[j]]
+                    xs = C.perturb(prev, x, self.seed("spot", rnd)) if name == "perturb" else \
+                        C.transform(x, name, self.seed("spot", rnd), f)
+                    e = self._checked_reference(xs)
+                    if e is not None:
+                        x, what = xs, f" ({name} inputs)"
+                if e is None:
+                    with torch.no_grad():
+                        e = _cpu(self.model(*_to(x, self.device)))
+                prev = x
                 io_bytes = io_bytes or shm.nbytes(list(x)) + shm.nbytes(e)
                 k = rnd % len(names)
                 order = names[k:] + names[:k]
@@ -635,7 +698,7 @@ class _Evaluation:
                 for name in order:
                     if flush is not None:
                         _flush(flush, cpus)
-                    rr, out = self.run(parties[name], x, e, f"timed call {rnd}", "timed_output_mismatch")
+                    rr, out = self.run(parties[name], x, e, f"timed call {rnd}{what}", "timed_output_mismatch")
                     if name == "candidate" and out is None:
                         return
                     bw[name].append(rr.wall_ns)

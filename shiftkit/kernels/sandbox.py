@@ -330,6 +330,7 @@ class Worker:
         self.group = self.sampler = self.ch = self.sock = self.attribution = None
         self.inp = None
         self.setup_mode = setup.get("mode", "candidate")
+        self.log_cap = int(setup.get("max_output_bytes") or 0)  # the log's RLIMIT_FSIZE (set in the zygote)
         self.candidate_files: set = set()
         self.layouts: dict[str, int] = {}
         self.pending: list = []
@@ -478,6 +479,7 @@ class Worker:
         if h.get("reply_to") != "load":
             raise self._violation("the reply does not answer 'load'")
         self.freeze()
+        self._check_log()
         self.load_samples = self.attribution.add(self._samples(), keep=False)  # import time: not a round
         return h
 
@@ -518,8 +520,24 @@ class Worker:
         c1 = self.group.cpu_ns()
         if h.get("reply_to") != "round" or h.get("nonce") != nonce:
             raise self._violation("the reply does not carry the round's nonce (a forged completion?)")
+        self._check_log()
         samples = self.attribution.add(self._samples())
         return RoundResult(t1 - t0, c1 - c0, h, samples)
+
+    def _check_log(self) -> None:
+        """The log at its cap means a write was refused (EFBIG): a worker that ignores SIGXFSZ and the error
+        still wrote more than allowed. The parent decides from the file's size, not from a signal or an
+        exception the candidate can suppress."""
+        if not self.log_cap:
+            return
+        try:
+            size = os.path.getsize(self.log_path)
+        except OSError:
+            return
+        if size >= self.log_cap:
+            self.kill()
+            raise WorkerFailure("output_limit", f"the worker wrote {size} bytes to its log, the limit "
+                                f"(max_output_bytes={self.log_cap})", self.log_tail())
 
     def outputs(self, out_lay, header: dict):
         """The round's outputs, read by the parent from the frozen worker's memory at the addresses its reply

@@ -96,10 +96,12 @@ FAMILIES = {
         ("finish_after_reply", SSC, {"output_mismatch"}, {}),  # replies, then computes: frozen at the reply
         ("lazy_thread_output", SSC, {"output_mismatch"}, {}),  # a thread finishes later: frozen
         ("partial_pages", SSC, {"output_mismatch"}, {}),  # the parent compares every element, not a sample
-        ("batch_and_skip", SSC, {"timed_output_mismatch"}, PROFILE),  # every timed output is compared too
+        # call counters: honest for the first 12 calls; every checked or timed output is compared (the 13th call
+        # is a correctness round now, the near-repeat; with fewer checks it is a timed round)
+        ("batch_and_skip", SSC, {"timed_output_mismatch", "output_mismatch"}, PROFILE),
         ("inplace_during_timing", SSC, {"worker_crash"}, PROFILE),  # its inputs are mapped read-only
         ("mutate_inputs", SSC, {"worker_crash"}, {}),
-        ("warmup_detect", SSC, {"timed_output_mismatch"}, PROFILE),
+        ("warmup_detect", SSC, {"timed_output_mismatch", "output_mismatch"}, PROFILE),
         ("timing_only_cache", SSC, {"timed_output_mismatch", "torch_compute"}, PROFILE),
     ],
     "2 rebinding the harness in the worker": [
@@ -107,7 +109,7 @@ FAMILIES = {
         ("ctor_pyrun", SSC, {"forbidden_symbol"}, {}),  # Python from a C constructor: the import is refused
         ("patch_harness", SSC, {"output_mismatch"}, {}),
         ("stdout_forgery", SSC, {"output_mismatch"}, {}),
-        ("forged_done_frame", SSC, {"forbidden_symbol"}, {}),
+        ("forged_done_frame", SSC, {"protocol_violation"}, {}),  # write() is plain libc: the forged frame lacks the round's nonce
         ("garbage_frame", SSC, {"protocol_violation"}, {}),
         ("malformed_header", SSC, {"protocol_violation"}, {}),
         ("huge_frame", SSC, {"protocol_violation"}, {}),
@@ -134,6 +136,12 @@ FAMILIES = {
         ("hardcoded_seed", SSC, {"output_mismatch"}, {}),  # inputs come from a fresh per-evaluation secret
         ("cached_output", SSC, {"output_mismatch"}, {}),
         ("expand_output", "colmean_rows", {"output_layout"}, {}),
+        ("weights_public_seed", SSC, {"output_mismatch"}, {}),  # the parent draws the weights from the secret
+        ("exp_short_range", "exp_randn", {"output_mismatch"}, {}),  # scale up by the largest well-defined 2^k
+        ("skip_small_blocks", SUM, {"output_mismatch"}, {}),  # scaled down by 2^-12: below absolute thresholds
+        ("sampled_key_cache", SSC, {"output_mismatch"}, {}),  # a near-repeat of an earlier round's inputs
+        ("int32_for_int64", "int64_affine", {"output_mismatch"}, {}),  # int64 inputs moved past 32 bits
+        ("mode_switch_range", SSC, {"timed_output_mismatch"}, PROFILE),  # timed rounds on the checked domain
     ],
     "5 the harness itself": [
         ("huge_line_error", SSC, {"compile_error"}, {}),  # bounded parser; a host file never comes back
@@ -146,6 +154,7 @@ FAMILIES = {
         ("lazy_pages", SSC, {"forbidden_symbol"}, {}),
         ("partial_frame", SSC, {"timeout"}, {"timeout_s": 15.0}),
         ("flood_stdout", SSC, {"output_limit"}, {"max_output_bytes": 100_000}),
+        ("log_flood_ignored", SSC, {"output_limit"}, {"max_output_bytes": 100_000}),  # the parent reads the log's size
         ("compile_bomb", SSC, {"compile_error"}, {"compile_timeout_s": 20.0}),
         ("compile_bomb_cpu", SSC, {"compile_error"}, {"compile_timeout_s": 10.0}),
     ],
@@ -185,8 +194,9 @@ def test_hardcoded_seed_passes_when_the_secret_is_known():
 
 
 def test_timing_only_hacks_pass_verification():
-    """The threat is real: without timed rounds it passes; timed, every output is compared (above)."""
-    r = run("batch_and_skip")
+    """The threat is real: with few checked rounds (no transforms) and no timed rounds it passes; with them,
+    every output is compared (above)."""
+    r = run("batch_and_skip", transforms=False)
     assert r.correct, (r.codes(None), r.reason)
 
 
@@ -241,11 +251,27 @@ HONEST = [
     ("intrinsics_avx2.py", SSC),
     ("blocked_matmul.py", MM),
     ("tree_reduction_half.py", SUM),
+    ("fill_init.py", SSC),  # torch.full / ones / zeros in forward: allocation with its initialisation
+    ("float_leaf_fp32.py", "mean_leaf"),  # a Python-float leaf gets the budget of the reference's dtype
+    ("int64_affine.py", "int64_affine"),  # int64 arithmetic passes the int_wide transform
+    ("c_units.py", SSC),  # a C11 unit compiled as C, called from C++ through extern "C"
+    ("ifunc_entry.py", SSC),  # target_clones and ifunc entry points have prototypes
+    ("libc_class.py", SSC),  # getenv, sched_getaffinity, pthread_create, qsort: libc by library
 ]
 
 
 @pytest.mark.parametrize("sol,problem", HONEST, ids=[c[0] for c in HONEST])
 def test_honest_solution_passes(sol, problem):
     r = run(HON / sol, problem)
+    assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
+    assert not [f for f in r.findings if f.severity == "error"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sol", ["pybind_scalars.py", "torch_library_op.py"])
+def test_honest_torch_binding_passes(torch_binding_build, sol):
+    """Python C-API scalars through pybind, and a TORCH_LIBRARY operator on data_ptr (library classes)."""
+    torch_binding_build.result(timeout=900)
+    r = run(HON / sol, SSC, compile_timeout_s=600.0)
     assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
     assert not [f for f in r.findings if f.severity == "error"]

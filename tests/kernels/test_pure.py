@@ -12,7 +12,7 @@ from shiftkit.kernels import metrics, reward, shm, static, stats, symbols
 from shiftkit.kernels.backends import get_backend
 from shiftkit.kernels.blocking import is_allowed
 from shiftkit.kernels.build import parse_compiler_output
-from shiftkit.kernels.evaluate import coverage_verdict, foreign_verdict
+from shiftkit.kernels.evaluate import coverage_verdict, foreign_verdict, spot_plan
 from shiftkit.kernels.findings import CODES, Finding
 from shiftkit.kernels.kernelbench import rewrite, scale_value, size_constants
 from shiftkit.kernels.perf import classify_path
@@ -119,14 +119,14 @@ def test_symbol_allowlist_lean_kernels():
 
 def test_runtime_libraries_are_allowed_by_library_not_by_name():
     """Every export of the system's libm, libstdc++, libgcc_s and libgomp is allowed (honest 'cexpf' and
-    '__cxa_throw_bad_array_new_length' were refused by name lists); libc, BLAS and the interpreter are not."""
+    '__cxa_throw_bad_array_new_length' were refused by name lists); libc's deny class, BLAS and the interpreter are not."""
     from shiftkit.kernels.build import runtime_imports
 
     rt = runtime_imports(60.0)
     ok = ["cexpf", "cabsf", "clogf", "csqrtf", "fegetround", "__cxa_throw_bad_array_new_length", "expf", "GOMP_parallel"]
     assert symbols.forbidden_imports(ok, "c", {}, rt) == []
     assert symbols.forbidden_imports(["cexpf", "__cxa_throw_bad_array_new_length"], "c", {}) != []  # the list alone
-    bad = ["sgemm_", "cblas_sgemm", "dlopen", "dlsym", "syscall", "PyRun_SimpleString", "fork", "execve", "open", "mprotect"]
+    bad = ["sgemm_", "cblas_sgemm", "dlopen", "dlsym", "syscall", "PyRun_SimpleString", "fork", "execve", "mprotect"]
     assert symbols.forbidden_imports(bad, "c", {}, rt) == sorted(bad)
 
 
@@ -251,6 +251,54 @@ def test_transforms():
     assert C.all_discrete(torch.tensor([1])) and not C.all_discrete((torch.tensor([1]), torch.ones(1)))
     assert C.finite_where(torch.tensor([1.0, float("inf")]), torch.tensor([1.0, float("inf")]))
     assert not C.finite_where(torch.tensor([float("inf")]), torch.tensor([1.0]))
+
+
+def test_domain_transforms_hand_computed():
+    x = [torch.tensor([1.0, -2.0]), torch.tensor([5, -6], dtype=torch.int64), torch.tensor([7], dtype=torch.int32)]
+    assert torch.equal(C.transform(x, "scale_up", 0, 4.0)[0], torch.tensor([4.0, -8.0]))
+    assert torch.equal(C.transform(x, "scale_tiny", 0)[0], torch.tensor([2.0 ** -12, -(2.0 ** -11)]))
+    w = C.transform(x, "int_wide", 3)
+    assert torch.equal(w[0], x[0]) and torch.equal(w[2], x[2])  # floats and int32 untouched
+    assert torch.equal((w[1] - x[1]).abs(), torch.tensor([2 ** 32, 2 ** 32])) and w[1].dtype == torch.int64
+    assert torch.equal(w[1], C.transform(x, "int_wide", 3)[1])  # a pure function of the seed
+    assert C.SCALE_UP_LADDER[0] == C.SCALE and list(C.SCALE_UP_LADDER) == sorted(C.SCALE_UP_LADDER, reverse=True)
+    assert C.has_int64(x) and not C.has_int64([torch.ones(2)])
+
+
+def test_perturb_changes_exactly_n_elements_and_degenerate_cases():
+    base, fresh = torch.zeros(100), torch.ones(100)
+    out = C.perturb([base, torch.tensor([1, 2])], [fresh, torch.tensor([9, 9])], seed=5, n=8)
+    changed = int((out[0] != base).sum())
+    assert 1 <= changed <= 8 and torch.equal(out[1], torch.tensor([1, 2]))  # positions may repeat; ints untouched
+    assert torch.equal(out[0], C.perturb([base], [fresh], seed=5, n=8)[0]) and torch.equal(base, torch.zeros(100))
+    nc = torch.zeros(4, 6).t()  # not contiguous: written back into the clone
+    o = C.perturb([nc], [torch.ones(6, 4)], seed=1, n=100)[0]
+    assert o.shape == (6, 4) and 12 < int((o == 1).sum()) <= 24 and bool((nc == 0).all())  # 100 draws with repeats
+    assert C.perturb([torch.zeros(0)], [torch.zeros(0)], seed=1)[0].numel() == 0
+    assert torch.equal(C.perturb([base], [torch.ones(5)], seed=1)[0], base)  # shapes differ: untouched
+
+
+def test_float_leaf_budget_follows_the_reference_dtype():
+    assert C.leaf_dtype_of([torch.ones(2)], [torch.ones(1, dtype=torch.float16)]) == "float32"
+    assert C.leaf_dtype_of([torch.ones(2, dtype=torch.float64)]) == "float64"
+    assert C.leaf_dtype_of([torch.tensor([1])], 3.0) == "float64"  # no float tensor: float64
+    assert C.leaf_dtype_of([torch.ones(2, dtype=torch.complex64)]) == "float32"
+    e, a = 0.5, 0.5 * (1 + 1e-6)  # a float32-accurate mean
+    assert C.compare(e, a, leaf_dtype="float32")[0] is None
+    assert C.compare(e, a)[0] == "output_mismatch"  # the float64 budget (default) is 1e-10
+    assert C.compare(e, 0.5 * (1 + 1e-3), leaf_dtype="float32")[0] == "output_mismatch"
+    assert C.compare((torch.ones(1), e), (torch.ones(1), a), leaf_dtype="float32")[0] is None  # nested
+
+
+def test_spot_plan_covers_every_transform_at_secret_positions():
+    kinds = 7
+    plans = [spot_plan(10, b, kinds, seed=100 + b) for b in range(3)]
+    assert all(len(p) == 5 and all(0 <= q < 10 for q in p) for p in plans)  # at most half the rounds
+    assert set().union(*[set(p.values()) for p in plans]) == set(range(kinds))  # two blocks cover all 7
+    assert spot_plan(10, 0, kinds, 1) == spot_plan(10, 0, kinds, 1)
+    assert {tuple(sorted(spot_plan(10, 0, kinds, s))) for s in range(20)} != {tuple(sorted(spot_plan(10, 0, kinds, 0)))}
+    assert spot_plan(10, 0, 0, 1) == {} and spot_plan(0, 0, 3, 1) == {}
+    assert spot_plan(1, 0, 3, 1) == {0: 0} and len(spot_plan(10, 0, 2, 1)) == 2
 
 
 def test_derive_seed_needs_the_secret_and_is_per_round():
