@@ -220,28 +220,11 @@ def perturb(inputs: list, fresh: list, seed: int, n: int = PERTURB_ELEMENTS) -> 
 def leaf_dtype_of(*trees: Any) -> str:
     """Pure: the widest floating dtype among the tensors of ``trees`` (inputs, weights); "float64" when there
     is none. The precision in which a reference computes a Python-float output from them."""
-    import torch
-
     order = ["float16", "bfloat16", "float32", "float64"]
-    best = -1
-
-    def walk(x):
-        nonlocal best
-        if isinstance(x, torch.Tensor):
-            if x.is_floating_point() or x.is_complex():
-                name = _REAL_OF.get(str(x.dtype).replace("torch.", ""), str(x.dtype).replace("torch.", ""))
-                if name in order:
-                    best = max(best, order.index(name))
-        elif isinstance(x, (list, tuple)):
-            for v in x:
-                walk(v)
-        elif isinstance(x, dict):
-            for v in x.values():
-                walk(v)
-
-    for t in trees:
-        walk(t)
-    return order[best] if best >= 0 else "float64"
+    names = {_REAL_OF.get(n, n) for t in _tensors(trees) if t.is_floating_point() or t.is_complex()
+             for n in [str(t.dtype).replace("torch.", "")]}
+    known = [order.index(n) for n in names if n in order]
+    return order[max(known)] if known else "float64"
 
 
 def has_int64(x: Any) -> bool:
@@ -254,29 +237,27 @@ def has_int64(x: Any) -> bool:
     return False
 
 
-def has_float(x: Any) -> bool:
+def _tensors(x: Any):
+    """The tensors of a nested output or input structure (lists, tuples, dicts), in order."""
     import torch
 
     if isinstance(x, torch.Tensor):
-        return x.is_floating_point() or x.is_complex()
-    if isinstance(x, (list, tuple)):
-        return any(has_float(v) for v in x)
-    if isinstance(x, dict):
-        return any(has_float(v) for v in x.values())
-    return False
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _tensors(v)
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from _tensors(v)
+
+
+def has_float(x: Any) -> bool:
+    return any(t.is_floating_point() or t.is_complex() for t in _tensors(x))
 
 
 def all_discrete(x: Any) -> bool:
     """Are all tensor outputs integer/bool (indices, masks)?"""
-    import torch
-
-    if isinstance(x, torch.Tensor):
-        return not (x.is_floating_point() or x.is_complex())
-    if isinstance(x, (list, tuple)):
-        return all(all_discrete(v) for v in x)
-    if isinstance(x, dict):
-        return all(all_discrete(v) for v in x.values())
-    return True
+    return not has_float(x)
 
 
 def finite_where(ref, ref64) -> bool:
@@ -308,15 +289,7 @@ def to_dtype_of(x64: Any, like: Any) -> Any:
 
 
 def _flat_float(x: Any):
-    import torch
-
-    if isinstance(x, torch.Tensor):
-        return [x] if x.is_floating_point() and x.numel() else []
-    if isinstance(x, (list, tuple)):
-        return [t for v in x for t in _flat_float(v)]
-    if isinstance(x, dict):
-        return [t for v in x.values() for t in _flat_float(v)]
-    return []
+    return [t for t in _tensors(x) if t.is_floating_point() and t.numel()]
 
 
 def degeneracy(out: Any, atol: float, rtol: float) -> str | None:

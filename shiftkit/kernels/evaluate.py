@@ -533,7 +533,7 @@ class _Evaluation:
         with torch.no_grad():
             for k in range(c.trials):
                 x = p.inputs(self.seed("trial", k))
-                rounds.append({"kind": "own", "where": f"trial {k}", "inputs": x, "expected": _cpu(model(*_to(x, self.device)))})
+                rounds.append({"kind": "own", "where": f"trial {k}", "inputs": x, "expected": self.reference(x)})
             self.leaf_dtype = C.leaf_dtype_of(rounds[0]["inputs"], list(model.state_dict().values()))
             if c.transforms:
                 try:
@@ -566,7 +566,7 @@ class _Evaluation:
                 for i, var in enumerate(p.shape_variants):
                     x = p.inputs(self.seed("variant", i), var)
                     rounds.append({"kind": "shape_variant", "where": f"shape variant {var}", "inputs": x,
-                                   "expected": _cpu(model(*_to(x, self.device))), "code": "shape_variant_mismatch"})
+                                   "expected": self.reference(x), "code": "shape_variant_mismatch"})
         if c.determinism:
             rounds.append({"kind": "repeat", "where": "determinism", "inputs": rounds[0]["inputs"],
                            "expected": rounds[0]["expected"], "repeat": True})
@@ -576,14 +576,18 @@ class _Evaluation:
     def _checked_reference(self, x):
         """The reference output on transformed inputs, or None where it is not well defined there (it raises,
         overflows where float64 does not, or disagrees with float64 beyond the budget)."""
-        import torch
-
         try:
-            with torch.no_grad():
-                exp = _cpu(self.model(*_to(x, self.device)))
+            exp = self.reference(x)
         except Exception:  # noqa: BLE001 - e.g. an index moved out of range: not a valid input
             return None
         return exp if self._well_defined(self.m64, x, exp) else None
+
+    def reference(self, x):
+        """The reference's output on ``x``, on the CPU (every expected value of every round comes from here)."""
+        import torch
+
+        with torch.no_grad():
+            return _cpu(self.model(*_to(x, self.device)))
 
     def _well_defined(self, m64, x, exp) -> bool:
         import torch
@@ -644,8 +648,7 @@ class _Evaluation:
         timer = c.effective_timer
         thr = threshold(c.margin)
         x0 = p.inputs(self.seed("warmup", 0))
-        with torch.no_grad():
-            e0 = _cpu(self.model(*_to(x0, self.device)))
+        e0 = self.reference(x0)
         in_size = shm.nbytes(list(x0))
         flush = torch.empty(max(1, _flush_bytes(c) // 4), dtype=torch.float32) if _flush_bytes(c) else None
         done_blocks, logr, block_info = [], [], []
@@ -687,8 +690,7 @@ class _Evaluation:
                     if e is not None:
                         x, what = xs, f" ({name} inputs)"
                 if e is None:
-                    with torch.no_grad():
-                        e = _cpu(self.model(*_to(x, self.device)))
+                    e = self.reference(x)
                 prev = x
                 io_bytes = io_bytes or shm.nbytes(list(x)) + shm.nbytes(e)
                 k = rnd % len(names)
