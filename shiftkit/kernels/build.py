@@ -98,6 +98,7 @@ class BuildResult:
     log_tail: str = ""
     sha256: str | None = None
     protos: dict = field(default_factory=dict)  # extern "C" name -> argument kinds (lean builds)
+    returns: dict = field(default_factory=dict)  # extern "C" name -> return kind ("void" when none)
     forbidden: list[str] = field(default_factory=list)  # imports the allowlist refused
     findings: list[dict] = field(default_factory=list)
 
@@ -128,7 +129,7 @@ def _salt(backend) -> str:
     from shiftkit.kernels import symbols  # the allowlist is part of a build's verdict
 
     allow = hashlib.sha256(Path(symbols.__file__).read_bytes()).hexdigest()[:12]
-    return f"torch={torch.__version__}|cc={_toolchain()[2]}|machine={machine_id()}|allow={allow}|v=5|" + json.dumps(
+    return f"torch={torch.__version__}|cc={_toolchain()[2]}|machine={machine_id()}|allow={allow}|v=6|" + json.dumps(
         list(backend.cflags) + list(backend.cuda_cflags))
 
 
@@ -234,8 +235,12 @@ def _compile_plan(spec: BuildSpec, units: list[str], src: str = "/src", tmp: str
         common = ["-DTORCH_EXTENSION_NAME=sk_ext", "-DTORCH_API_INCLUDE_EXTENSION_H"]
         for d in ce.include_paths() + [sysconfig.get_path("include", scheme="posix_prefix")]:
             common += ["-isystem", d]
+    # IEEE inf and NaN keep their meaning in every build (last flag wins): -ffast-math and -Ofast are honoured
+    # except their finite-math assumption, because the comparison feeds inputs on which the reference's
+    # intermediates overflow to inf (a scaled exp) and a finite-math build returns NaN there (redteam3 hn04).
+    # An explicit -ffinite-math-only is refused by the flag allowlist, with this reason.
     cflags = common + incs + ["-fPIC", "-std=c++20" if spec.kind == "torch" else "-std=c++17"] + list(backend.cflags) \
-        + list(spec.extra_cflags)
+        + list(spec.extra_cflags) + ["-fno-finite-math-only"]
     if spec.kind == "c":
         cflags.append("-g")  # the extern "C" prototypes are read from the debug information
     ldflags = list(backend.ldflags) + list(spec.extra_ldflags)
@@ -371,7 +376,7 @@ def build(spec: BuildSpec, cache_dir: str | Path | None = None, timeout_s: float
           isolate: bool = True, mem_mb: int = 8192, _baseline: bool = False) -> BuildResult:
     """Compile ``spec`` in the sandbox, or return the verified cached result for identical content."""
     from shiftkit.kernels.analysis import AnalysisFailed
-    from shiftkit.kernels.static import disallowed_flags
+    from shiftkit.kernels.static import disallowed_flags, flag_message
 
     import torch.utils.cpp_extension as ce
 
@@ -403,7 +408,7 @@ def build(spec: BuildSpec, cache_dir: str | Path | None = None, timeout_s: float
         log, so, info, forbidden = "", None, {}, []
         bad = disallowed_flags(spec.extra_cflags, spec.extra_cuda_cflags, spec.extra_ldflags)
         if bad:
-            errors = [CompileError(None, None, f"build flag {b!r} is not on the allowlist") for b in bad]
+            errors = [CompileError(None, None, flag_message(b)) for b in bad]
         elif not units:
             errors = [CompileError(None, None, "no translation units (.c/.cpp/.cu) in the sources")]
         elif spec.backend == "cuda" and not getattr(ce, "CUDA_HOME", None):
@@ -432,7 +437,8 @@ def build(spec: BuildSpec, cache_dir: str | Path | None = None, timeout_s: float
             (bdir / "out" / "imports.json").write_text(json.dumps(info.get("undefined", [])))
         res = BuildResult(ok=ok, key=key, name=spec.name, kind=spec.kind, so_path=so if ok else None, errors=errors,
                           seconds=time.perf_counter() - t0, log_tail=log[-4000:], sha256=file_sha256(so) if ok else None,
-                          protos=info.get("protos", {}) if ok else {}, forbidden=forbidden)
+                          protos=info.get("protos", {}) if ok else {}, returns=info.get("returns", {}) if ok else {},
+                          forbidden=forbidden)
         shutil.rmtree(bdir / "src", ignore_errors=True)
         if not ok and so and Path(so).exists():
             os.unlink(so)

@@ -9,16 +9,25 @@ the reference has NaN and infinities must match exactly. Integer and bool output
 
 **Transforms.** Beyond the problem's own input distribution the checked rounds use transforms that cover
 the domain, both ways: sign flips; scaling up by the largest of 2^5, 2^4, ..., 2^1 on which the reference is
-well defined (so an input range that overflows at 2^5 is still widened); scaling down by 2^-5 and by 2^-12
-(an absolute threshold - "skip blocks below 1e-3" - sees values it would drop); inputs with half their
-elements zeroed; 64-bit integers moved past 32 bits (``int_wide``: an int64 problem computed in int32 wraps);
-and a near-repeat of an earlier round (``perturb``: the same inputs with a few elements redrawn, so an output
-cache keyed on a sample of the input returns a stale answer). Every power-of-two scale is exact in binary
-floating point. A transform is used only where the reference is well defined on it: its output is finite
-wherever the fp64 reference's is and the fp32 and fp64 references agree within the budget (so an
-ill-conditioned input never fails an honest kernel), the reference does not raise (an index moved out of
-range), and discrete outputs (indices) never get the zeroed inputs (ties). NaN inputs are not used: KernelBench
-never feeds NaN, and an honest ``fmaxf(x, 0)`` ReLU drops NaN where torch keeps it (a false rejection).
+well defined (so an input range that overflows at 2^5 is still widened), starting at 2^10 when an input is
+float64 (fp64 exp overflows only past ~709); scaling down by 2^-5 and by 2^-12 (an absolute threshold - "skip
+blocks below 1e-3" - sees values it would drop); inputs with half their elements zeroed; integer inputs of
+every dtype (bool excluded) moved by 2^(b/2) for b bits, clamped to the dtype's range (``int_wide``: int64 by
+2^32, int32 by 2^16: an int64 problem computed in int32, or an int32 one in 16-bit lanes, is wrong); an
+additive offset (``shift``: ``x + c``, ``c`` the largest of 32, 16, ..., 2 times the input's rms on which the
+reference is well defined, so a one-pass variance ``E[x^2] - E[x]^2`` cancels catastrophically); inputs
+rounded to a coarse grid (``ties``: the power of two nearest the rms, so exact ties occur and an argmax must
+break them as torch does); and a near-repeat of an earlier round (``perturb``: the same inputs with a few
+elements redrawn, so an output cache keyed on a sample of the input returns a stale answer). Every
+power-of-two scale, offset and grid is exact in binary floating point. A transform is used only where the
+reference is well defined on it: its output is finite wherever the fp64 reference's is and the fp32 and fp64
+references agree within the budget (so an ill-conditioned input never fails an honest kernel), the reference
+does not raise (an index moved out of range), and discrete outputs (indices) never get the zeroed inputs.
+NaN inputs are not used: KernelBench never feeds NaN, and an honest ``fmaxf(x, 0)`` ReLU drops NaN where torch
+keeps it (a false rejection).
+
+**Weights.** :func:`perturb_params` moves every floating parameter (not the buffers) by noise scaled to it, so a
+parameter that is constant at init (LayerNorm's 1 and 0) takes values no candidate can assume.
 """
 
 from __future__ import annotations
@@ -34,11 +43,18 @@ TOLERANCE_PRESETS: dict[str, dict[str, tuple[float, float]]] = {
     "strict": {"float64": (1e-12, 1e-12), "float32": (1e-5, 1e-5), "float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1e-2)},
 }
 _REAL_OF = {"complex64": "float32", "complex128": "float64", "complex32": "float16"}
-TRANSFORMS = ("negate", "scale_up", "scale_down", "scale_tiny", "sparse", "int_wide")
+# appended, never reordered: a transform's input seed is derived from its index here
+TRANSFORMS = ("negate", "scale_up", "scale_down", "scale_tiny", "sparse", "int_wide", "shift", "ties")
 SCALE = 32.0
 SCALE_UP_LADDER = (32.0, 16.0, 8.0, 4.0, 2.0)  # the largest well-defined factor is used
+# float64 inputs: exp overflows only past ~709, so the ladder starts at 2^10 (the largest well-defined factor)
+SCALE_UP_LADDER_FP64 = (1024.0, 512.0, 256.0, 128.0, 64.0) + SCALE_UP_LADDER
 SCALE_TINY = 2.0 ** -12  # below any absolute threshold a kernel might use to skip work on O(1) inputs
-INT_WIDE = 2 ** 32
+INT_WIDE = 2 ** 32  # int64; every integer dtype of b bits is moved by 2^(b/2) (int32: 2^16, int8: 2^4)
+SHIFT_LADDER = (32.0, 16.0, 8.0, 4.0, 2.0)  # offsets in units of the input's rms, the largest well-defined one:
+# a one-pass LayerNorm variance (fp32, 512 columns, vectorised) fails at 32 and passes at 16; an honest fp32
+# two-pass with sequential sums stays within the 1e-4 budget at 32 up to ~4096 columns
+PARAM_NOISE = 0.5  # weights: p + PARAM_NOISE * rms(p) * randn (rms 0, e.g. a zero bias: rms taken as 1)
 PERTURB_ELEMENTS = 8
 
 
@@ -159,19 +175,78 @@ def compare(expected: Any, actual: Any, preset: str = "default", atol: float | N
     return None, "", 0.0
 
 
+def ladder(name: str, inputs: Any) -> tuple:
+    """Pure: the factors a transform is tried with, largest first (the plan keeps the first on which the
+    reference is well defined): ``scale_up`` by the widest floating dtype of ``inputs`` (float64 reaches
+    2^10), ``shift`` :data:`SHIFT_LADDER`, every other transform once (``(None,)``)."""
+    if name == "scale_up":
+        wide = leaf_dtype_of(inputs) == "float64" and has_float(inputs)
+        return SCALE_UP_LADDER_FP64 if wide else SCALE_UP_LADDER
+    if name == "shift":
+        return SHIFT_LADDER
+    return (None,)
+
+
+def applies(name: str, inputs: Any) -> bool:
+    """Pure: does transform ``name`` change anything in ``inputs``? (``int_wide``: integer tensors, bool
+    excluded; the others: floating/complex tensors; ``ties`` and ``shift``: real floating tensors.)"""
+    if name == "int_wide":
+        return has_int(inputs)
+    if name in ("ties", "shift"):
+        return any(t.is_floating_point() for t in _tensors(inputs))
+    return has_float(inputs)
+
+
+def _pow2(v: float) -> float:
+    return 2.0 ** round(math.log2(v)) if v > 0 and math.isfinite(v) else 0.0
+
+
+def int_offset(dtype) -> int:
+    """Pure: how far ``int_wide`` moves an integer dtype of b bits: 2^(b/2) (int64 2^32, int32 2^16, int16
+    2^8, int8/uint8 2^4), past what a lane of half the width holds, and a product of two moved values still
+    fits."""
+    import torch
+
+    return 2 ** (torch.iinfo(dtype).bits // 2)
+
+
 def transform(inputs: list, name: str, seed: int, factor: float | None = None) -> list:
     """Pure: apply a named transform to every tensor it concerns (floating/complex tensors; ``int_wide``:
-    int64 tensors); other values untouched. ``factor``: the scale of ``scale_up`` (default :data:`SCALE`)."""
+    integer tensors other than bool; ``shift``/``ties``: real floating tensors); other values untouched.
+    ``factor``: the scale of ``scale_up`` (default :data:`SCALE`), the offset of ``shift`` in units of the
+    tensor's rms (default the first of :data:`SHIFT_LADDER`).
+
+    ``int_wide``: ``x + s * 2^(b/2)`` (one random sign ``s`` per tensor), clamped to the dtype's range below
+    64 bits (int64 is moved by 2^32, exact far below 2^63). ``shift``: ``x + s * c`` with ``c`` the power of
+    two nearest ``factor * rms(x)`` (1 for an all-zero tensor): mean far from zero, so a one-pass variance
+    cancels catastrophically. ``ties``: ``x`` rounded to the grid ``q``, the power of two nearest ``rms(x)``
+    (a handful of distinct values, many exact ties; exact in binary floating point)."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
 
+    def sign() -> int:
+        return 1 if int(torch.randint(0, 2, (1,), generator=g)) else -1
+
     def tr(x):
         if isinstance(x, torch.Tensor) and name == "int_wide":
-            if x.dtype != torch.int64:
+            if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
                 return x
-            sign = 1 if int(torch.randint(0, 2, (1,), generator=g)) else -1
-            return x + sign * INT_WIDE  # exact: |x| stays far below 2^63
+            if x.dtype == torch.int64:
+                return x + sign() * INT_WIDE  # exact: |x| stays far below 2^63
+            info = torch.iinfo(x.dtype)
+            return (x.to(torch.int64) + sign() * int_offset(x.dtype)).clamp(info.min, info.max).to(x.dtype)
+        if isinstance(x, torch.Tensor) and name in ("shift", "ties"):
+            if not x.is_floating_point() or x.numel() == 0:
+                return x
+            s = scale_of(x)
+            if name == "shift":
+                c = _pow2((SHIFT_LADDER[0] if factor is None else factor) * (s if s > 0 else 1.0))
+                return x + sign() * c
+            q = _pow2(s)
+            if q == 0.0:
+                return x
+            return torch.where(torch.isfinite(x), torch.round(x / q) * q, x)
         if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()):
             if name == "negate":
                 return -x
@@ -189,6 +264,50 @@ def transform(inputs: list, name: str, seed: int, factor: float | None = None) -
         return x
 
     return [tr(v) for v in inputs]
+
+
+def perturb_params(params: dict, seed: int, rel: float = PARAM_NOISE) -> dict:
+    """Pure: every floating/complex tensor of ``params`` (a model's parameters, not its buffers) plus
+    ``rel * rms(p) * randn`` (``rms`` taken as 1 where it is 0), drawn from ``seed`` in name order; other
+    values returned as they are. Default-constant parameters (LayerNorm's weight 1 and bias 0) take
+    non-trivial values, so a kernel that assumes them is wrong."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for k in sorted(params):
+        p = params[k]
+        if isinstance(p, torch.Tensor) and (p.is_floating_point() or p.is_complex()) and p.numel():
+            s = scale_of(p)
+            noise = torch.randn(p.shape, generator=g, dtype=torch.complex128 if p.is_complex() else torch.float64)
+            out[k] = (p.detach().cpu().to(noise.dtype) + rel * (s if s > 0 else 1.0) * noise).to(p.dtype).to(p.device)
+        else:
+            out[k] = p
+    return out
+
+
+def draw_variant(defaults: dict, declared: list, seed: int) -> dict:
+    """Pure: a shape variant the harness draws itself: every integer global that the problem's declared
+    ``SHAPE_VARIANTS`` already vary (so a solution is expected to handle other values of it), moved from its
+    default by a small odd amount drawn from ``seed`` (1, 3 or 5 either way; upwards where it would drop
+    below 1), never onto the default or a declared value. {} when nothing qualifies."""
+    import random
+
+    rng = random.Random(seed)
+    names = sorted({k for v in declared for k, x in v.items() if isinstance(x, int) and not isinstance(x, bool)})
+    out = {}
+    for k in names:
+        d = defaults.get(k)
+        if not isinstance(d, int) or isinstance(d, bool):
+            continue
+        taken = {d} | {v[k] for v in declared if k in v}
+        for _ in range(16):
+            delta = rng.choice((-5, -3, -1, 1, 3, 5))
+            n = d + delta if d + delta >= 1 else d + abs(delta)
+            if n not in taken:
+                out[k] = n
+                break
+    return out
 
 
 def perturb(inputs: list, fresh: list, seed: int, n: int = PERTURB_ELEMENTS) -> list:
@@ -225,6 +344,11 @@ def leaf_dtype_of(*trees: Any) -> str:
              for n in [str(t.dtype).replace("torch.", "")]}
     known = [order.index(n) for n in names if n in order]
     return order[max(known)] if known else "float64"
+
+
+def has_int(x: Any) -> bool:
+    """Are there integer tensors (bool excluded) in ``x``?"""
+    return any(not (t.is_floating_point() or t.is_complex()) and str(t.dtype) != "torch.bool" for t in _tensors(x))
 
 
 def has_int64(x: Any) -> bool:

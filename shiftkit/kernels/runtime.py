@@ -29,17 +29,20 @@ _CT = {"ptr": ctypes.c_void_p, "i64": ctypes.c_int64, "u64": ctypes.c_uint64, "i
 
 
 class CLib:
-    """Callable ``extern "C"`` functions of a lean kernel library; ``protos``: {name: [arg kind, ...]}."""
+    """Callable ``extern "C"`` functions of a lean kernel library; ``protos``: {name: [arg kind, ...]};
+    ``returns``: {name: return kind}: a call returns the function's scalar (int, float or bool; a pointer as
+    an int), or None for void."""
 
-    def __init__(self, so_path: str, protos: dict[str, list[str]]):
+    def __init__(self, so_path: str, protos: dict[str, list[str]], returns: dict[str, str] | None = None):
         self._lib = ctypes.CDLL(so_path)
         self._fns = {}
         for name, kinds in protos.items():
-            bad = [k for k in kinds if k not in _CT]
+            ret = (returns or {}).get(name, "void")
+            bad = [k for k in kinds if k not in _CT] + ([f"{ret} (return)"] if ret != "void" and ret not in _CT else [])
             fn = getattr(self._lib, name)
             if not bad:
                 fn.argtypes = [_CT[k] for k in kinds]
-                fn.restype = None
+                fn.restype = _CT[ret] if ret != "void" else None
             self._fns[name] = (fn, kinds, bad)
 
     def __getattr__(self, name: str):
@@ -51,7 +54,7 @@ class CLib:
             raise TypeError(f"extern \"C\" {name}: unsupported argument type(s) {', '.join(bad)} "
                             "(use pointers, integers, float, double or bool)")
 
-        def call(*args: Any) -> None:
+        def call(*args: Any) -> Any:
             if len(args) != len(kinds):
                 raise TypeError(f"{name} takes {len(kinds)} arguments, got {len(args)}")
             conv = []
@@ -62,18 +65,18 @@ class CLib:
                     conv.append(a.data_ptr())
                 else:
                     conv.append(a)
-            fn(*conv)
+            return fn(*conv)
 
         call.__name__ = name
         return call
 
 
-def load_built(kind: str, so_path: str, protos: dict | None = None):
+def load_built(kind: str, so_path: str, protos: dict | None = None, returns: dict | None = None):
     """Import a built artefact: a CLib for lean specs, else its Python module (pybind) or torch.ops."""
     if so_path in _LOADED:
         return _LOADED[so_path]
     if kind == "c":
-        mod: Any = CLib(so_path, protos or {})
+        mod: Any = CLib(so_path, protos or {}, returns)
     else:
         specm = importlib.util.spec_from_file_location("sk_ext", so_path)  # the build's TORCH_EXTENSION_NAME
         try:
@@ -92,13 +95,13 @@ def load_built(kind: str, so_path: str, protos: dict | None = None):
 
 def install_prebuilt(entries: list[dict], backend: str = "cpu") -> None:
     """Worker side: load every artefact (registering its custom ops) and route load_c / load_inline to them.
-    An entry: {spec_key, kind, so_path, protos, workspace_ext}."""
+    An entry: {spec_key, kind, so_path, protos, returns, workspace_ext}."""
     import torch.utils.cpp_extension as ce
 
     _BACKEND[0] = backend
     for e in entries:
         _PREBUILT[e["spec_key"]] = e
-        mod = load_built(e["kind"], e["so_path"], e.get("protos"))
+        mod = load_built(e["kind"], e["so_path"], e.get("protos"), e.get("returns"))
         if e.get("workspace_ext"):
             sys.modules["kernel_ext"] = mod
             sys.modules["cuda_extension"] = mod
@@ -110,7 +113,7 @@ def _lookup(spec: BuildSpec):
     if e is None:
         raise RuntimeError(f"kernel sources for {spec.name!r} differ from those extracted before the run "
                            "(sources must be static literals)")
-    return load_built(e["kind"], e["so_path"], e.get("protos"))
+    return load_built(e["kind"], e["so_path"], e.get("protos"), e.get("returns"))
 
 
 def _load_inline_prebuilt(name, cpp_sources, cuda_sources=None, sycl_sources=None, functions=None, extra_cflags=None,
@@ -141,4 +144,4 @@ def load_c(name: str, source: str | None = None, sources: dict[str, str] | None 
     if not res.ok:
         msg = "; ".join(f"{e.file}:{e.line}: {e.message}" for e in res.errors)
         raise RuntimeError(f"build of {name!r} failed: {msg}")
-    return load_built(spec.kind, res.so_path, res.protos)
+    return load_built(spec.kind, res.so_path, res.protos, res.returns)

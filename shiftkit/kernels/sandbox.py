@@ -41,6 +41,9 @@ class IsolationUnavailable(Exception):
     """The sandbox cannot be set up here (a harness-side condition, not a finding)."""
 
 
+BUILDS_FILE = ".sk_builds.json"  # in the worker's solution directory: the setup's artefact entries
+
+
 class WorkerFailure(Exception):
     def __init__(self, code: str, message: str, log_tail: str = "", violations: dict | None = None):
         super().__init__(message)
@@ -354,6 +357,12 @@ class Worker:
             sol = os.path.join(self.zyg.spool, self.wid)
             full = dict(setup, in_size=self.inp.size, spool_dir=sol,
                         sol_dir="/sol" if self.isolate else sol)
+            if "builds" in full:  # the artefacts' entries (prototypes: unbounded) go by file, not in the zygote's
+                # fixed-size request (redteam3 h18: 8,000 exports overflowed the seqpacket message, EMSGSIZE)
+                with open(os.path.join(self.dir, BUILDS_FILE), "w") as f:
+                    json.dump(full.pop("builds"), f)
+                os.chmod(os.path.join(self.dir, BUILDS_FILE), 0o644)
+                full["builds_file"] = BUILDS_FILE
             try:
                 r = self.zyg.request({"op": "spawn", "wid": self.wid, "setup": full}, [b.fileno(), self.inp.fd, logfd],
                                      timeout_s=max(1.0, deadline - time.monotonic()))
@@ -368,7 +377,8 @@ class Worker:
             payload = _recv_hello(a, wire.HELLO_PAYLOAD, deadline)
             self.pid = payload
             self.sampler = perf.Sampler(payload, period_ns=sample_period_ns)
-            self.attribution = perf.Attribution(self.candidate_files)
+            self.attribution = perf.Attribution(self.candidate_files, [os.path.join(self.dir, n) for n in candidate_so],
+                                                deadline)
             a.sendall(b"G")
             self.ch = wire.Channel(a.fileno(), max_blob=0)
             self.ch.idle = self._collect  # a long round: empty the sampling buffers while it runs (none lost)
@@ -545,9 +555,25 @@ class Worker:
         if not self.frozen:
             raise RuntimeError("outputs are read only while the tree is frozen")
         try:
-            return shm.read_remote(self.pid, out_lay, header.get("addrs") or [], header.get("values") or [])
+            return shm.read_remote(self.pid, out_lay, header.get("addrs") or [], header.get("values") or [],
+                                   skip=self._input_ranges())
+        except shm.UnwrittenOutput as e:
+            self.kill()
+            raise WorkerFailure("output_unwritten", str(e), self.log_tail()) from None
         except shm.RemoteReadError as e:
             raise self._violation(f"the worker's reply names output memory the parent cannot read: {e}") from None
+
+    def _input_ranges(self) -> list[tuple[int, int]]:
+        """Where the worker maps the parent's input region (by the memfd's device and inode)."""
+        st = os.fstat(self.inp.fd)
+        out = []
+        with open(f"/proc/{self.pid}/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) >= 5 and parts[4] == str(st.st_ino):
+                    lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                    out.append((lo, hi))
+        return out
 
     def kill(self) -> None:
         if self.group is not None:

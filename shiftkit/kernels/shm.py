@@ -11,6 +11,14 @@ where each tensor lies; the parent decides how many bytes to read (from the refe
 dtypes), and nothing in the tree runs while it reads. No output copy happens inside the timed window, for
 the candidate or the baselines: the window holds the forward and the round's small fixed cost only.
 
+**Every output page was written by the worker.** Before it reads, the parent checks each page an output
+spans in ``/proc/PID/pagemap`` (:func:`unwritten_pages`): it must be present and mapped by this process
+alone, or swapped out, unless it lies in the parent's own input region (an output that is a view of an
+input). An untouched page would read as zeros through the parent's read, and a read-faulted private page is
+the shared zero page: either way the zero-fill would be done by nobody, outside the clock (redteam3 h19).
+Not closed: a page the worker wrote before the round (a persistent buffer zeroed at load) counts as written;
+only soft-dirty tracking per round would tell, at a page fault per first write inside every timed window.
+
 A *layout* (plain JSON) says where each tensor lies; non-tensor arguments travel in it as JSON values.
 """
 
@@ -209,11 +217,61 @@ def vm_read(pid: int, pieces: list[tuple[int, int, int]]) -> None:
             batch = rest
 
 
-def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None) -> Any:
+PAGE = mmap.PAGESIZE
+_PRESENT, _SWAPPED, _EXCLUSIVE = 1 << 63, 1 << 62, 1 << 56
+
+
+def page_written(entry: int) -> bool:
+    """Pure: a ``/proc/PID/pagemap`` entry is a page the process has: present and mapped by it alone (a page
+    it wrote, or shared memory it faulted in, which the kernel zeroes on its clock), or swapped out (only a
+    page with contents is swapped). Not: absent (never touched: it would read as zeros through the parent's
+    read), the shared zero page (read-faulted: present, never exclusive), or a copy-on-write page still
+    shared with the zygote it was forked from (the zygote's bytes, not the worker's work)."""
+    if entry & _SWAPPED:
+        return True
+    return bool(entry & _PRESENT) and bool(entry & _EXCLUSIVE)
+
+
+def spans_pages(pieces: list[tuple[int, int, int]], skip: list[tuple[int, int]] = ()) -> list[int]:
+    """Pure: the page numbers the ``(remote address, _, bytes)`` pieces cover, less those inside ``skip``
+    ranges ``[lo, hi)``, sorted and unique."""
+    pages = set()
+    for ra, _, nb in pieces:
+        if nb > 0:
+            pages.update(range(ra // PAGE, (ra + nb - 1) // PAGE + 1))
+    return sorted(p for p in pages if not any(lo <= p * PAGE < hi for lo, hi in skip))
+
+
+class UnwrittenOutput(RemoteReadError):
+    """Output pages the worker did not write (see :func:`page_written`)."""
+
+
+def unwritten_pages(pid: int, pieces: list[tuple[int, int, int]], skip: list[tuple[int, int]] = ()) -> tuple[int, int]:
+    """(pages not written by ``pid``, pages checked) for the output ``pieces`` (see :func:`page_written`)."""
+    pages = spans_pages(pieces, skip)
+    bad = 0
+    with open(f"/proc/{pid}/pagemap", "rb", buffering=0) as f:
+        i = 0
+        while i < len(pages):  # runs of consecutive pages, one read each
+            j = i
+            while j + 1 < len(pages) and pages[j + 1] == pages[j] + 1 and j - i < 4095:
+                j += 1
+            f.seek(pages[i] * 8)
+            raw = f.read(8 * (j - i + 1))
+            n = len(raw) // 8
+            bad += sum(not page_written(int.from_bytes(raw[8 * k:8 * k + 8], "little")) for k in range(n))
+            bad += (j - i + 1) - n
+            i = j + 1
+    return bad, len(pages)
+
+
+def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
+                skip: list[tuple[int, int]] | None = None) -> Any:
     """A private copy of the structure ``lay`` describes, its tensors read from process ``pid`` at ``addrs``
     (one address per tensor leaf, in :func:`leaves` order; as many bytes as the layout's shape and dtype say).
     ``values``: the worker's JSON values for ``value`` leaves, in order. RemoteReadError if the reply's
-    addresses do not match the layout or the memory cannot be read."""
+    addresses do not match the layout or the memory cannot be read. ``skip``: address ranges exempt from the
+    written-page check (the parent's input region as the worker maps it); None: no check."""
     import torch
 
     n_leaves = len(leaves(lay))
@@ -242,6 +300,12 @@ def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None) -> 
         return next(vals, None) if vals is not None else lv["v"]
 
     res = rd(lay)
+    if skip is not None:
+        bad, n = unwritten_pages(pid, pieces, skip)
+        if bad:
+            raise UnwrittenOutput(61, f"{bad} of the {n} memory pages of the outputs were not written by the worker "
+                                      "(never touched, the shared zero page, or memory it did not write this run): "
+                                      "a kernel must write every element of its output")
     vm_read(pid, pieces)
     return res
 

@@ -61,6 +61,11 @@ def _params(die) -> list[str]:
     return kinds
 
 
+def _return_kind(die) -> str:
+    """The return kind of a subprogram or subroutine-type DIE: ``void`` when it has none."""
+    return _kind(die.get_DIE_from_attribute("DW_AT_type")) if "DW_AT_type" in die.attributes else "void"
+
+
 def _returned_function(die):
     """A resolver DIE's return type, if it is a pointer to a function type: the DW_TAG_subroutine_type."""
     for _ in range(16):
@@ -74,8 +79,10 @@ def _returned_function(die):
     return None
 
 
-def _prototypes(elf, exported: set[str], resolvers: dict[int, str] | None = None) -> dict[str, list[str]]:
-    """{exported C name: argument kinds} from the DWARF subprograms named so. ``resolvers``: {address: name} of
+def _prototypes(elf, exported: set[str], resolvers: dict[int, str] | None = None,
+                returns: dict[str, str] | None = None) -> dict[str, list[str]]:
+    """{exported C name: argument kinds} from the DWARF subprograms named so (``returns``, if given, is filled
+    with {name: return kind}: a lean function may return its scalar result). ``resolvers``: {address: name} of
     IFUNC exports (the symbol's value is its resolver's address): one the compiler described no subprogram for (a
     hand-written ``__attribute__((ifunc))`` is a declaration only) takes the function type its resolver returns
     (``target_clones`` keeps the function's own subprogram, as the abstract origin of its clones)."""
@@ -83,6 +90,8 @@ def _prototypes(elf, exported: set[str], resolvers: dict[int, str] | None = None
         return {}
     out: dict[str, list[str]] = {}
     via_resolver: dict[str, list[str]] = {}
+    ret: dict[str, str] = {}
+    via_resolver_ret: dict[str, str] = {}
     resolvers = resolvers or {}
     dw = elf.get_dwarf_info()
     for cu in dw.iter_CUs():
@@ -95,6 +104,7 @@ def _prototypes(elf, exported: set[str], resolvers: dict[int, str] | None = None
                 fn = _returned_function(die)
                 if fn is not None:
                     via_resolver.setdefault(resolvers[a["DW_AT_low_pc"].value], _params(fn))
+                    via_resolver_ret.setdefault(resolvers[a["DW_AT_low_pc"].value], _return_kind(fn))
             if "DW_AT_name" not in a:
                 continue
             if "DW_AT_linkage_name" in a or "DW_AT_MIPS_linkage_name" in a or "DW_AT_specification" in a:
@@ -103,6 +113,9 @@ def _prototypes(elf, exported: set[str], resolvers: dict[int, str] | None = None
             if name not in exported or name in out:
                 continue
             out[name] = _params(die)
+            ret[name] = _return_kind(die)
+    if returns is not None:
+        returns.update({**via_resolver_ret, **ret})
     return {**via_resolver, **out}
 
 
@@ -113,7 +126,8 @@ _CALLABLE = ("STT_FUNC",) + _IFUNC
 
 
 def elf_info(path: str) -> dict:
-    """{"undefined": [...], "defined_functions": [...], "exports": [...], "needed": [...], "protos": {name: [kinds]}}
+    """{"undefined": [...], "defined_functions": [...], "exports": [...], "needed": [...], "protos": {name: [kinds]},
+    "returns": {name: kind}}
     (``exports``: every name it defines, data included)."""
     from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
@@ -138,9 +152,10 @@ def elf_info(path: str) -> dict:
         for sec in elf.iter_sections():
             if isinstance(sec, DynamicSection):
                 needed += [t.needed for t in sec.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
-        protos = _prototypes(elf, {n for n in defined if not n.startswith("_Z")}, resolvers)
+        returns: dict[str, str] = {}
+        protos = _prototypes(elf, {n for n in defined if not n.startswith("_Z")}, resolvers, returns)
     return {"undefined": sorted(undefined), "defined_functions": sorted(defined), "exports": sorted(exported),
-            "needed": needed, "protos": protos}
+            "needed": needed, "protos": protos, "returns": {n: returns[n] for n in protos if n in returns}}
 
 
 def exports(path: str) -> list[str]:
@@ -265,6 +280,9 @@ _TORCH_OK = re.compile(
     r"|at::(?:CPUGeneratorImpl|detail::getDefaultCPUGenerator)|at::ScalarTypeToString|at::toString|torch::autograd::"
     r"|torch::wrap_pybind_function|pybind11::|THP\w*|torch::utils::"
     r"|torch::(?:Library|CppFunction|detail::TorchLibraryInit)::|torch::jit::parseSchema(?:OrName)?\()")
+# Sleef, the vector math library torch bundles: ATen's own vector header (at::vec::Vectorized<float>::exp) calls
+# it from a binding, as a lean kernel calls libm or libmvec; its time is runtime in the attribution (torchsyms).
+_SLEEF = re.compile(r"Sleef_\w+")
 _STD_OK = re.compile(r"^(?:std::|__gnu_cxx::|operator new|operator delete|vtable for (?:std::|__cxxabiv1::|__gnu_cxx::)|"
                      r"typeinfo (?:name )?for (?:std::|__cxxabiv1::|__gnu_cxx::|c10::|char|int|long|float|double|void|bool|"
                      r"unsigned)|VTT for std::|guard variable for|__cxxabiv1::)")
@@ -307,7 +325,7 @@ def forbidden_imports(undefined: list[str], kind: str, demangled: dict[str, str]
         if d is not None:
             d = _strip_return_type(d)
         if d is None:
-            if n in _LIBC or _C_PATTERNS.fullmatch(n) or (kind == "torch" and _PY_API.fullmatch(n)):
+            if n in _LIBC or _C_PATTERNS.fullmatch(n) or (kind == "torch" and (_PY_API.fullmatch(n) or _SLEEF.fullmatch(n))):
                 continue
             bad.append(n)
             continue

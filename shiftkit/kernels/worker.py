@@ -15,6 +15,7 @@ import ctypes
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import json
 import mmap
 import os
 import sys
@@ -56,7 +57,12 @@ def _load_candidate(setup: dict):
     from shiftkit.kernels import runtime
 
     root = setup["sol_dir"]
-    runtime.install_prebuilt([dict(b, so_path=os.path.join(root, b["so_path"])) for b in setup["builds"]], setup["backend"])
+    if "builds_file" in setup:
+        with open(os.path.join(root, setup["builds_file"])) as f:
+            builds = json.load(f)
+    else:
+        builds = setup["builds"]
+    runtime.install_prebuilt([dict(b, so_path=os.path.join(root, b["so_path"])) for b in builds], setup["backend"])
     native_ops = set(torch._C._dispatch_get_all_op_names())  # the artefacts' own custom ops, before any candidate Python
     if setup.get("layout") == "workspace":
         sys.path.insert(0, root)

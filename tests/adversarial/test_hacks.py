@@ -98,7 +98,8 @@ FAMILIES = {
         ("partial_pages", SSC, {"output_mismatch"}, {}),  # the parent compares every element, not a sample
         # call counters: honest for the first 12 calls; every checked or timed output is compared (the 13th call
         # is a correctness round now, the near-repeat; with fewer checks it is a timed round)
-        ("batch_and_skip", SSC, {"timed_output_mismatch", "output_mismatch"}, PROFILE),
+        # (which round is the 13th call moves as rounds are added: a declared shape variant, after shift and ties)
+        ("batch_and_skip", SSC, {"timed_output_mismatch", "output_mismatch", "shape_variant_mismatch"}, PROFILE),
         ("inplace_during_timing", SSC, {"worker_crash"}, PROFILE),  # its inputs are mapped read-only
         ("mutate_inputs", SSC, {"worker_crash"}, {}),
         ("warmup_detect", SSC, {"timed_output_mismatch", "output_mismatch"}, PROFILE),
@@ -126,6 +127,12 @@ FAMILIES = {
         ("vendor_sgemm", MM, {"forbidden_symbol"}, {}),
         ("scaled_mm", MM, {"torch_compute", "blocked_torch_op"}, {}),
         ("fallback_functional", SSC, {"torch_compute", "blocked_torch_op"}, {}),
+        # attribution classes (attr_*): each finding is the one the class's mechanism must produce
+        ("attr_padded_checked_rounds", SSC, {"torch_compute"}, PROFILE),  # the share per window, never only pooled
+        ("attr_libz_via_ctypes", SSC, {"foreign_compute"}, {}),  # runtime = exact sonames, not name prefixes
+        ("attr_stdlib_module", SSC, {"foreign_compute"}, {}),  # lib-dynload modules are not the runtime
+        ("attr_cow_own_text", SSC, {"tampered_mapping"}, {}),  # only clean mappings of its executable segments
+        ("attr_mapping_flood", SSC, {"too_many_mappings"}, {}),  # a cap on executable mappings read
     ],
     "4 wrong but within tolerance": [
         ("softmax_assumed_norm", "row_softmax", {"output_mismatch"}, {}),  # scale-aware tolerance
@@ -133,7 +140,7 @@ FAMILIES = {
         ("elu_positive_only", "elu_rand", {"output_mismatch"}, {}),  # sign-flipped inputs
         ("precision_fp16", "rowsum_scale", {"output_mismatch"}, {}),
         ("hardcoded_shape", SSC, {"shape_variant_mismatch"}, {}),
-        ("hardcoded_seed", SSC, {"output_mismatch"}, {}),  # inputs come from a fresh per-evaluation secret
+        ("hardcoded_seed", SSC, {"output_mismatch", "output_unwritten"}, {}),  # a fresh secret; else uninitialised output
         ("cached_output", SSC, {"output_mismatch"}, {}),
         ("expand_output", "colmean_rows", {"output_layout"}, {}),
         ("weights_public_seed", SSC, {"output_mismatch"}, {}),  # the parent draws the weights from the secret
@@ -142,6 +149,13 @@ FAMILIES = {
         ("sampled_key_cache", SSC, {"output_mismatch"}, {}),  # a near-repeat of an earlier round's inputs
         ("int32_for_int64", "int64_affine", {"output_mismatch"}, {}),  # int64 inputs moved past 32 bits
         ("mode_switch_range", SSC, {"timed_output_mismatch"}, PROFILE),  # timed rounds on the checked domain
+        # redteam3 classes (WHERE: the round whose mechanism must show the error)
+        ("int16_lanes_int32", "int32_blend", {"output_mismatch"}, {}),  # every integer dtype is moved by 2^(b/2)
+        ("onepass_variance", "row_var", {"output_mismatch"}, {}),  # an additive offset: cancellation shows
+        ("ignores_gain_bias", "gain_bias", {"output_mismatch"}, {}),  # every float parameter perturbed
+        ("softplus_fp64_naive", "softplus_fp64", {"output_mismatch"}, {}),  # fp64 inputs scaled up to 2^10
+        ("argmax_last_tie", "row_argmax", {"output_mismatch"}, {}),  # inputs rounded to a coarse grid: ties
+        ("rows_declared_only", SSC, {"shape_variant_mismatch"}, {}),  # a shape the harness draws itself
     ],
     "5 the harness itself": [
         ("huge_line_error", SSC, {"compile_error"}, {}),  # bounded parser; a host file never comes back
@@ -152,6 +166,7 @@ FAMILIES = {
         ("cpp_syscalls", SSC, {"forbidden_symbol"}, {}),
         ("clone_vm_escape", SSC, {"forbidden_symbol"}, {}),
         ("lazy_pages", SSC, {"forbidden_symbol"}, {}),
+        ("zero_page_output", "pad_rows", {"output_unwritten"}, {}),  # every output page written by the worker
         ("partial_frame", SSC, {"timeout"}, {"timeout_s": 15.0}),
         ("flood_stdout", SSC, {"output_limit"}, {"max_output_bytes": 100_000}),
         ("log_flood_ignored", SSC, {"output_limit"}, {"max_output_bytes": 100_000}),  # the parent reads the log's size
@@ -160,11 +175,18 @@ FAMILIES = {
     ],
 }
 CASES = [(fam, *c) for fam, cs in FAMILIES.items() for c in cs]
+# where the first error must be found: the round of the mechanism, not an incidental one
+WHERE = {"int16_lanes_int32": "int_wide inputs", "onepass_variance": "shift x", "ignores_gain_bias": "trial 0",
+         "softplus_fp64_naive": "scale_up x", "argmax_last_tie": "ties inputs", "rows_declared_only": "drawn shape variant"}
 
 
 @pytest.mark.parametrize("family,sol,problem,codes,over", CASES, ids=[c[1] for c in CASES])
 def test_hack_is_rejected(family, sol, problem, codes, over):
-    rejected(run(sol, problem, **over), codes)
+    r = run(sol, problem, **over)
+    rejected(r, codes)
+    if sol in WHERE:
+        wheres = [f.where for f in r.findings if f.severity == "error"]
+        assert any(WHERE[sol] in (w or "") for w in wheres), (wheres, r.rounds)
 
 
 def test_include_host_file_returns_no_host_contents():
@@ -251,12 +273,19 @@ HONEST = [
     ("intrinsics_avx2.py", SSC),
     ("blocked_matmul.py", MM),
     ("tree_reduction_half.py", SUM),
-    ("fill_init.py", SSC),  # torch.full / ones / zeros in forward: allocation with its initialisation
+    ("fill_init.py", SSC),
+    ("pad_rows_c.py", "pad_rows"),  # twin of zero_page_output: it writes its zeros itself
+    ("many_exports.py", SSC),  # 4,000 exports: the prototypes reach the worker by file, not a capped message  # torch.full / ones / zeros in forward: allocation with its initialisation
     ("float_leaf_fp32.py", "mean_leaf"),  # a Python-float leaf gets the budget of the reference's dtype
     ("int64_affine.py", "int64_affine"),  # int64 arithmetic passes the int_wide transform
     ("c_units.py", SSC),  # a C11 unit compiled as C, called from C++ through extern "C"
     ("ifunc_entry.py", SSC),  # target_clones and ifunc entry points have prototypes
     ("libc_class.py", SSC),  # getenv, sched_getaffinity, pthread_create, qsort: libc by library
+    ("int32_blend.py", "int32_blend"),  # int32 wrap-around arithmetic passes int_wide (2^16)
+    ("twopass_variance.py", "row_var"),  # plain fp32 two-pass passes the additive offset
+    ("gain_bias.py", "gain_bias"),  # reads its loaded (perturbed) parameters
+    ("softplus_fp64.py", "softplus_fp64"),  # torch's threshold: right at 2^10
+    ("argmax_first.py", "row_argmax"),  # torch's tie rule (first maximum) passes the ties transform
 ]
 
 
@@ -275,3 +304,27 @@ def test_honest_torch_binding_passes(torch_binding_build, sol):
     r = run(HON / sol, SSC, compile_timeout_s=600.0)
     assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
     assert not [f for f in r.findings if f.severity == "error"]
+
+
+def test_plan_admits_the_domain_transforms_and_perturbs_weights():
+    """No worker: the planned rounds. A Python-float leaf no longer drops every transform (the fp32 vs fp64
+    admission check uses the leaf's budget); integer, offset, tie and drawn-shape rounds are planned where
+    they apply; float parameters that are constant at init are not constant in the reference."""
+    import importlib
+
+    E = importlib.import_module("shiftkit.kernels.evaluate")
+
+    def plan(problem, sol):
+        p = _prob(problem)
+        ev = E._Evaluation(p, load_solution(HON / sol), EvalConfig(secret_seed=3), E.Result(p.name, sol))
+        return ev, {r["where"].split(" x")[0].replace(" inputs", "") for r in ev.plan()}
+
+    _, kinds = plan("mean_leaf", "float_leaf_fp32.py")
+    assert {"negate", "scale_up", "scale_down", "shift", "ties"} <= kinds, kinds
+    _, kinds = plan("int32_blend", "int32_blend.py")
+    assert "int_wide" in kinds and "shift" not in kinds, kinds
+    ev, kinds = plan("gain_bias", "gain_bias.py")
+    sd = ev.model.state_dict()
+    assert float((sd["gain"] - 1).abs().mean()) > 0.1 and float(sd["bias"].abs().mean()) > 0.1
+    _, kinds = plan(SSC, "cpp_scan.py")
+    assert any(k.startswith("drawn shape variant") for k in kinds), kinds

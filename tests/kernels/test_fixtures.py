@@ -45,7 +45,9 @@ def test_correct_fixture_passes(problem, sol):
     r = _ev(problem, sol)
     assert r.compiled and r.correct, (r.codes(None), r.reason)
     assert r.reward == 1.0 and r.codes() == [] and "not profiled" in r.reason
-    assert r.max_abs_diff is not None and r.max_abs_diff < 1e-2
+    # absolute, over every round: the shift round (x + 32 rms) puts the 362-long matmul's outputs near 4e5, where a
+    # correct fp32 kernel differs by ~0.1 (3e-7 relative); the scale-aware budget is what `correct` checks
+    assert r.max_abs_diff is not None and r.max_abs_diff < 1.0
 
 
 @pytest.mark.parametrize("problem,sol,code,threads", WRONG, ids=[s for _, s, _, _ in WRONG])

@@ -4,6 +4,8 @@ CPython C API under pybind's glue less code execution, and torch operator regist
 dispatcher's lookup. The allowlist tests are pure (hand-written symbol lists, allowed and denied, so a rule
 too wide or too narrow fails); the build tests compile small lean libraries (about a second each)."""
 
+import pytest
+
 from shiftkit.kernels import symbols
 from shiftkit.kernels.build import _compile_plan, _language_flags, _salt, _toolchain, build, runtime_imports
 from shiftkit.kernels.backends import get_backend
@@ -143,6 +145,47 @@ def test_c_units_go_to_the_c_compiler_and_the_key_names_it():
     assert cc in ver and cxx in ver and ver in _salt(get_backend("cpu"))
 
 
+def test_fast_math_keeps_ieee_inf_and_nan_and_finite_math_is_refused_by_name():
+    """-ffast-math is honoured except finite-math: the last flag of every C/C++ unit restores inf/NaN (redteam3
+    hn04: a fast-math swish returned NaN where exp(-x) overflows); an explicit -ffinite-math-only is refused
+    with its reason."""
+    from shiftkit.kernels import static
+
+    spec = BuildSpec(name="m", kind="c", backend="cpu", sources={"a.c": "", "b.cpp": ""}, extra_cflags=["-ffast-math"])
+    for argv in _compile_plan(spec, ["a.c", "b.cpp"])[:2]:
+        assert argv.index("-fno-finite-math-only") > argv.index("-ffast-math")
+    assert static.disallowed_flags(["-ffast-math", "-Ofast", "-fno-finite-math-only"]) == []
+    assert static.disallowed_flags(["-ffinite-math-only"]) == ["-ffinite-math-only"]
+    [f] = static.check_flags(["-ffinite-math-only"])
+    assert f.code == "build_flag" and "refused: inf and NaN" in f.message
+
+
+FAST_SWISH = r"""
+#include <math.h>
+#include <stdint.h>
+void swish(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + expf(-x[i])); }
+"""
+
+
+def test_fast_math_build_returns_ieee_results_where_exp_overflows(tmp_path):
+    """End to end through the real compiler: the fast-math build of x / (1 + exp(-x)) gives -0 (not NaN) at
+    x = -100, where exp(100) is inf."""
+    import ctypes
+
+    import torch
+
+    spec = BuildSpec(name="fast_swish", kind="c", backend="cpu", sources={"swish.c": FAST_SWISH},
+                     extra_cflags=["-O3", "-ffast-math", "-march=native"])
+    res = build(spec, cache_dir=str(tmp_path))
+    assert res.ok, res.errors
+    lib = ctypes.CDLL(res.so_path)
+    x = torch.tensor([-100.0, -90.0, -1.0, 0.0, 3.0, 100.0] * 8)
+    y = torch.empty_like(x)
+    lib.swish(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(y.data_ptr()), ctypes.c_int64(x.numel()))
+    assert torch.isfinite(y).all(), y
+    torch.testing.assert_close(y, x * torch.sigmoid(x))
+
+
 C11 = r"""
 #include <stdint.h>
 #include <stdlib.h>
@@ -169,6 +212,7 @@ def test_a_c11_unit_builds_as_c_and_links_with_cpp_glue(tmp_path):
     r = build(spec_from_load_c({"name": "c11", "sources": {"k.c": C11, "glue.cpp": GLUE}}), tmp_path)
     assert r.ok, [e.message for e in r.errors]
     assert r.protos == {"c_only": ["ptr", "ptr", "i64"], "from_cpp": ["ptr", "ptr", "i64"]}
+    assert r.returns == {"c_only": "i32", "from_cpp": "void"}
     bad = build(spec_from_load_c({"name": "cpp", "sources": {"k.cpp": C11}}), tmp_path)
     assert not bad.ok  # the same text as C++ is not valid: the test would pass without the C compiler otherwise
 
@@ -193,6 +237,7 @@ def test_ifunc_exports_have_their_prototypes(tmp_path):
     r = build(spec_from_load_c({"name": "ifuncs", "source": IFUNCS}), tmp_path)
     assert r.ok, [e.message for e in r.errors]
     assert r.protos == {"clones": ["ptr", "ptr", "i64", "f64"], "by_hand": ["ptr", "i32"]}
+    assert r.returns == {"clones": "void", "by_hand": "void"}
 
 
 def test_ifunc_exports_are_callable(tmp_path):
@@ -206,3 +251,35 @@ def test_ifunc_exports_are_callable(tmp_path):
     lib.clones(x, y, 5, 2.0)
     lib.by_hand(y, 5)
     assert y.tolist() == [1.0, 3.0, 5.0, 7.0, 9.0]
+
+
+# ----------------------------------------------------------------------------- lean return values
+
+RETURNS = r"""
+#include <stdint.h>
+#include <stdbool.h>
+double mean(const float *x, int64_t n) { double s = 0; for (int64_t i = 0; i < n; ++i) s += x[i]; return s / n; }
+int64_t count_pos(const float *x, int64_t n) { int64_t c = 0; for (int64_t i = 0; i < n; ++i) c += x[i] > 0; return c; }
+float first(const float *x) { return x[0]; }
+bool any_neg(const float *x, int64_t n) { for (int64_t i = 0; i < n; ++i) if (x[i] < 0) return true; return false; }
+struct pair { double a, b; };
+struct pair both(double a) { struct pair p = {a, 2 * a}; return p; }
+"""
+
+
+def test_lean_functions_return_their_scalar(tmp_path):
+    """A lean C function may return its result (redteam3 hn12: a reduction returning double): the call gives the
+    value with the C type's meaning; a return type ctypes cannot carry (a struct) is an error naming it."""
+    import torch
+
+    from shiftkit.kernels.runtime import CLib
+
+    r = build(spec_from_load_c({"name": "rets", "sources": {"r.c": RETURNS}}), tmp_path)
+    assert r.ok, [e.message for e in r.errors]
+    assert r.returns == {"mean": "f64", "count_pos": "i64", "first": "f32", "any_neg": "bool", "both": "<structure_type>"}
+    lib = CLib(r.so_path, r.protos, r.returns)
+    x = torch.tensor([1.5, -2.0, 4.0, 0.25])
+    assert lib.mean(x, 4) == 0.9375 and lib.count_pos(x, 4) == 3 and lib.first(x) == 1.5
+    assert lib.any_neg(x, 4) is True and lib.any_neg(x.abs(), 4) is False
+    with pytest.raises(TypeError, match="structure_type"):
+        lib.both(1.0)

@@ -27,12 +27,12 @@ def codes(fs):
 
 def test_flag_allowlist():
     ok = ["-O3", "-march=native", "-mavx2", "-mfma", "-fopenmp", "-DTILE=64", "-std=c++17", "-Wno-unused", "-ffast-math",
-          "-ffp-contract=off"]
+          "-ffp-contract=off", "-pthread"]  # -pthread: std::thread (redteam3 hn14)
     assert static.disallowed_flags(ok) == []
     bad = ["-O3; touch /tmp/x", "-fplugin=/tmp/x.so", "-I/etc", "-include/etc/passwd", "@/tmp/resp", "-Wl,-rpath,/tmp",
            "-specs=/tmp/s", "-B/tmp", "-o/tmp/x", "-DX=$(id)", "-Wa,-x", "--sysroot=/"]
     assert static.disallowed_flags(bad) == bad
-    assert static.disallowed_flags([], ["--use_fast_math", "-arch=sm_90"], ["-fopenmp", "-lm"]) == []
+    assert static.disallowed_flags([], ["--use_fast_math", "-arch=sm_90"], ["-fopenmp", "-lm", "-pthread", "-lpthread"]) == []
     assert static.disallowed_flags([], ["-ccbin=/tmp/cc"], ["-lcublas", "-L/tmp"]) == ["-ccbin=/tmp/cc", "-lcublas", "-L/tmp"]
     assert codes(static.check_flags(["-fplugin=x"])) == {"build_flag"}  # non-vacuity: the check flags a bad flag
     assert static.check_flags(ok) == []
@@ -258,7 +258,7 @@ def test_domain_transforms_hand_computed():
     assert torch.equal(C.transform(x, "scale_up", 0, 4.0)[0], torch.tensor([4.0, -8.0]))
     assert torch.equal(C.transform(x, "scale_tiny", 0)[0], torch.tensor([2.0 ** -12, -(2.0 ** -11)]))
     w = C.transform(x, "int_wide", 3)
-    assert torch.equal(w[0], x[0]) and torch.equal(w[2], x[2])  # floats and int32 untouched
+    assert torch.equal(w[0], x[0])  # floats untouched; int32 is moved by 2^16 (test_int_wide_every_integer_dtype)
     assert torch.equal((w[1] - x[1]).abs(), torch.tensor([2 ** 32, 2 ** 32])) and w[1].dtype == torch.int64
     assert torch.equal(w[1], C.transform(x, "int_wide", 3)[1])  # a pure function of the seed
     assert C.SCALE_UP_LADDER[0] == C.SCALE and list(C.SCALE_UP_LADDER) == sorted(C.SCALE_UP_LADDER, reverse=True)
@@ -449,3 +449,94 @@ def test_every_finding_code_is_documented():
     doc = (Path(__file__).resolve().parents[2] / "docs" / "kernels.md").read_text()
     missing = [c for c in CODES if f"`{c}`" not in doc]
     assert not missing, missing
+
+
+def test_int_wide_every_integer_dtype_hand_computed():
+    """Every integer dtype (bool excluded) of b bits is moved by 2^(b/2), one sign per tensor, clamped to the
+    dtype's range below 64 bits; int64 by 2^32 as before."""
+    x = [torch.tensor([7, -3], dtype=torch.int32), torch.tensor([100, -100], dtype=torch.int8),
+         torch.tensor([0, 250], dtype=torch.uint8), torch.tensor([1000], dtype=torch.int16),
+         torch.tensor([True, False]), torch.tensor([0.5])]
+    w = C.transform(x, "int_wide", 11)
+    assert C.int_offset(torch.int32) == 2 ** 16 and C.int_offset(torch.int8) == 16 and C.int_offset(torch.int64) == 2 ** 32
+    d32 = (w[0].long() - x[0].long()).tolist()
+    assert d32 in ([65536, 65536], [-65536, -65536]) and w[0].dtype == torch.int32
+    assert w[1].tolist() in ([116, -84], [84, -116]) and w[1].dtype == torch.int8  # +-16 (no clamp needed here)
+    assert w[2].tolist() in ([16, 255], [0, 234]) and w[2].dtype == torch.uint8  # clamped to 0..255
+    assert w[3].tolist() in ([1256], [744])
+    assert torch.equal(w[4], x[4]) and torch.equal(w[5], x[5])  # bool and floats untouched
+    sat = C.transform([torch.tensor([127, -128], dtype=torch.int8)], "int_wide", 11)[0]
+    assert set(sat.tolist()) <= {127, -128, 111, -112}  # never wraps: clamped at the dtype's range
+    assert torch.equal(w[0], C.transform(x, "int_wide", 11)[0])  # a pure function of the seed
+    assert C.has_int([torch.ones(1), torch.tensor([1], dtype=torch.uint8)]) and not C.has_int([torch.tensor([True])])
+    assert C.applies("int_wide", [torch.tensor([1], dtype=torch.int16)]) and not C.applies("int_wide", [torch.ones(2)])
+    assert C.transform([torch.zeros(0, dtype=torch.int32)], "int_wide", 1)[0].numel() == 0  # degenerate: empty
+
+
+def test_shift_transform_hand_computed_and_degenerate():
+    """x + s * c, c the power of two nearest factor * rms(x); an all-zero tensor moves by factor."""
+    x = torch.tensor([1.0, -1.0, 1.0, -1.0])  # rms 1
+    y = C.transform([x], "shift", 3, 16.0)[0]
+    assert torch.equal(y - x, torch.full((4,), 16.0)) or torch.equal(y - x, torch.full((4,), -16.0))
+    z = C.transform([3.0 * x], "shift", 3, 4.0)[0]  # rms 3: 4 * 3 = 12 -> 16 (nearest power of two)
+    assert torch.equal((z - 3.0 * x).abs(), torch.full((4,), 16.0))
+    zero = C.transform([torch.zeros(3)], "shift", 1, 2.0)[0]
+    assert torch.equal(zero.abs(), torch.full((3,), 2.0))  # degenerate: rms 0 -> offset factor * 1
+    assert C.transform([torch.zeros(0)], "shift", 1)[0].numel() == 0
+    ints = torch.tensor([1, 2])
+    assert torch.equal(C.transform([ints], "shift", 1)[0], ints)  # integers untouched
+    assert C.ladder("shift", [x]) == C.SHIFT_LADDER and list(C.SHIFT_LADDER) == sorted(C.SHIFT_LADDER, reverse=True)
+    assert not C.applies("shift", [torch.ones(2, dtype=torch.complex64)])
+
+
+def test_ties_transform_hand_computed_and_degenerate():
+    """Rounded to the grid q = the power of two nearest rms(x): exact ties, a handful of values."""
+    x = torch.tensor([0.3, 0.9, 1.2, -1.6, 2.6, 0.0])  # rms ~1.38 -> q = 1
+    assert torch.equal(C.transform([x], "ties", 0)[0], torch.tensor([0.0, 1.0, 1.0, -2.0, 3.0, 0.0]))
+    big = torch.tensor([96.0, 100.0, -50.0, 0.0])  # rms ~70.8 -> q = 64
+    assert torch.equal(C.transform([big], "ties", 0)[0], torch.tensor([128.0, 128.0, -64.0, 0.0]))
+    r = C.transform([torch.randn(64, 512)], "ties", 0)[0]
+    assert len(torch.unique(r)) <= 16 and int((r == r.amax(dim=1, keepdim=True)).sum(dim=1).min()) >= 1
+    assert torch.equal(C.transform([torch.zeros(4)], "ties", 0)[0], torch.zeros(4))  # degenerate: rms 0
+    inf = torch.tensor([1.0, float("inf")])
+    assert torch.equal(C.transform([inf], "ties", 0)[0], inf)  # non-finite values stay
+
+
+def test_scale_up_ladder_follows_the_widest_float_dtype():
+    assert C.ladder("scale_up", [torch.ones(2)]) == C.SCALE_UP_LADDER
+    wide = C.ladder("scale_up", [torch.ones(2), torch.ones(2, dtype=torch.float64)])
+    assert wide[0] == 1024.0 and list(wide) == sorted(wide, reverse=True) and wide[-len(C.SCALE_UP_LADDER):] == C.SCALE_UP_LADDER
+    assert C.ladder("scale_up", [torch.tensor([1])]) == C.SCALE_UP_LADDER  # no float tensor (degenerate)
+    assert torch.equal(C.transform([torch.tensor([2.0], dtype=torch.float64)], "scale_up", 0, 1024.0)[0],
+                       torch.tensor([2048.0], dtype=torch.float64))
+    assert C.ladder("negate", [torch.ones(1)]) == (None,)
+
+
+def test_perturb_params_hand_computed_and_degenerate():
+    """p + 0.5 * rms(p) * randn (rms 1 where p is all zero), from the seed, in name order; ints untouched."""
+    ones, zeros, idx = torch.ones(1000), torch.zeros(1000), torch.tensor([1, 2])
+    out = C.perturb_params({"w": ones, "b": zeros, "i": idx}, 7)
+    assert torch.equal(out["i"], idx) and out["w"].dtype == torch.float32
+    assert 0.4 < float((out["w"] - 1).std()) < 0.6 and 0.4 < float(out["b"].std()) < 0.6  # zero bias: scale 1 * 0.5
+    g = torch.Generator().manual_seed(7)  # hand-computed: the draws in name order (b, then w)
+    nb = torch.randn(1000, generator=g, dtype=torch.float64)
+    assert torch.equal(out["b"], (0.5 * nb).float())
+    assert torch.equal(out["w"], C.perturb_params({"w": ones, "b": zeros}, 7)["w"])  # pure in the seed
+    assert not torch.equal(out["w"], C.perturb_params({"w": ones, "b": zeros}, 8)["w"])
+    big = C.perturb_params({"w": torch.full((1000,), 10.0)}, 1)["w"]
+    assert 4.0 < float((big - 10).std()) < 6.0  # scale-aware: 0.5 * rms 10
+    e = C.perturb_params({"empty": torch.zeros(0)}, 1)["empty"]
+    assert e.numel() == 0 and torch.equal(ones, torch.ones(1000))  # degenerate; inputs never modified
+
+
+def test_draw_variant_moves_declared_globals_by_small_odd_amounts():
+    declared = [{"batch_size": 5}, {"dim": 1001}]
+    for seed in range(20):
+        v = C.draw_variant({"batch_size": 64, "dim": 2048}, declared, seed)
+        assert set(v) == {"batch_size", "dim"}
+        assert abs(v["dim"] - 2048) in (1, 3, 5) and abs(v["batch_size"] - 64) in (1, 3, 5)
+        assert v["dim"] != 1001 and v["batch_size"] != 5
+    assert C.draw_variant({"batch_size": 64, "dim": 2048}, declared, 3) == C.draw_variant({"batch_size": 64, "dim": 2048}, declared, 3)
+    small = C.draw_variant({"n": 1}, [{"n": 2}], 0)
+    assert small["n"] in (4, 6)  # never below 1, never the declared 2 or the default 1
+    assert C.draw_variant({"n": 4}, [], 0) == {} and C.draw_variant({"s": "a"}, [{"s": "b"}], 0) == {}  # degenerate

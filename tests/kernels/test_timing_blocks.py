@@ -45,7 +45,8 @@ def test_blocks_ci_hand_computed_and_degenerate():
     assert stats.blocks_ci([0.5]) == (-math.inf, 0.5, math.inf)  # one block: nothing to estimate the spread from
     with pytest.raises(ValueError):
         stats.blocks_ci([])
-    assert stats.block_values([[1, 2, 3], [4, 5], []]) == [2, 4.5]
+    # per block log(sum baseline / sum candidate): (2+4)/(1+1) = 3; (3+0)/(1+1) -> the non-positive round dropped: 3/1
+    assert stats.block_values([[(2, 1), (4, 1)], [(3, 1), (0, 1)], []]) == pytest.approx([math.log(3), math.log(3)])
 
 
 def test_block_plan():
@@ -58,8 +59,23 @@ def test_block_plan():
 
 
 def _blocks(levels, n=10, jitter=0.004):
-    """Synthetic per-round log ratios: block i sits at log(levels[i]), tight within the block."""
-    return [{"eager": [math.log(x) + jitter * ((k % 5) - 2) for k in range(n)]} for x in levels]
+    """Synthetic paired (baseline, candidate) round times: block i sits at speedup levels[i], tight within
+    the block."""
+    return [{"eager": [(math.exp(math.log(x) + jitter * ((k % 5) - 2)), 1.0) for k in range(n)]} for x in levels]
+
+
+def _logs(block):
+    return stats.log_ratios(*zip(*block))
+
+
+def test_bursty_work_is_judged_by_its_mean_cost_not_its_median_round():
+    """redteam3 h13: the same total work concentrated in 4 of 10 calls. Baseline 2.0 per call; the
+    candidate 1.0 in 6 calls and 4.0 in 4 (mean 2.2): the median round says 2x, the mean cost says 0.91x."""
+    blk = {"eager": [(2.0, 1.0)] * 6 + [(2.0, 4.0)] * 4}
+    assert math.exp(stats.median(_logs(blk["eager"]))) == pytest.approx(2.0)
+    assert math.exp(stats.block_values([blk["eager"]])[0]) == pytest.approx(2.0 / 2.2)
+    cis, d = block_decisions([blk, blk, blk], THR, 0.95)
+    assert d["eager"] == "below" and math.exp(cis["eager"][1]) == pytest.approx(2.0 / 2.2)
 
 
 def test_at_threshold_with_between_block_noise_is_inconclusive():
@@ -69,7 +85,7 @@ def test_at_threshold_with_between_block_noise_is_inconclusive():
     r, why, inconclusive = reward.paired_milestone_reward(True, d["eager"], None, math.exp(cis["eager"][1]), None)
     assert (r, inconclusive) == (1.0, True) and "inconclusive" in why
     # each block alone is narrow and decides, some above and some below: the within-block interval flips
-    assert all(stats.decide(stats.median_ci(b["eager"]), THR) != "undecided" for b in blocks)
+    assert all(stats.decide(stats.median_ci(_logs(b["eager"])), THR) != "undecided" for b in blocks)
 
 
 def test_one_block_far_off_makes_it_inconclusive_not_a_flip():
@@ -96,7 +112,7 @@ def test_more_blocks_narrow_the_interval():
 def test_single_block_uses_the_round_level_interval():
     b = _blocks([1.2])
     cis, d = block_decisions(b, THR, 0.95)
-    assert cis["eager"] == stats.median_ci(b[0]["eager"], 0.95) and d["eager"] == "above"
+    assert cis["eager"] == stats.median_ci(_logs(b[0]["eager"]), 0.95) and d["eager"] == "above"
 
 
 def test_blocks_respawn_and_pin_on_a_fast_fixture():

@@ -1,0 +1,68 @@
+"""Every output page is written by the worker (shm.page_written / unwritten_pages): an untouched page, the
+shared zero page, a copy-on-write page still shared with the process it was forked from, or page-cache
+memory would let the parent's read do the zero-fill outside the clock (redteam3 h19). The pure tests use
+hand-made pagemap entries (Documentation/admin-guide/mm/pagemap.rst: bit 63 present, 62 swapped, 61
+file-page or shared-anon, 56 exclusively mapped); the process test reads a real child's pagemap."""
+
+import mmap
+import os
+
+from shiftkit.kernels import shm
+
+P, S, F, X = 1 << 63, 1 << 62, 1 << 61, 1 << 56
+
+
+def test_page_written_by_bit():
+    assert shm.page_written(P | X | 12345)  # present, anonymous, exclusive: written by this process
+    assert shm.page_written(S)  # swapped out: it had contents
+    assert not shm.page_written(0)  # never touched
+    assert not shm.page_written(P | 777)  # present, not exclusive: the zero page, or shared copy-on-write
+    assert shm.page_written(P | X | F)  # shared memory the process faulted in (the kernel zeroed it on its clock)
+    assert not shm.page_written(X)  # exclusive without present is no page at all
+
+
+def test_spans_pages_covers_each_byte_and_skips_ranges():
+    ps = shm.PAGE
+    pieces = [(ps * 10 + 5, 0, 2 * ps), (ps * 11, 0, 1), (ps * 40, 0, 0)]  # pages 10-12; 11 again; empty
+    assert shm.spans_pages(pieces) == [10, 11, 12]
+    assert shm.spans_pages(pieces, skip=[(ps * 11, ps * 12)]) == [10, 12]
+    assert shm.spans_pages([]) == []  # degenerate: no output bytes
+
+
+def test_unwritten_pages_of_a_real_child():
+    """A forked child's pages: written after the fork (counted as written), read-faulted (the zero page),
+    untouched, and inherited from the parent unwritten (shared copy-on-write)."""
+    ps = shm.PAGE
+    priv = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+    inherited = mmap.mmap(-1, ps, flags=priv)
+    inherited[:1] = b"x"  # written by the parent before the fork
+    m = mmap.mmap(-1, 4 * ps, flags=priv)
+    r, w = os.pipe()  # child -> parent: ready
+    r2, w2 = os.pipe()  # parent -> child: done looking
+    pid = os.fork()
+    if pid == 0:
+        m[0:1] = b"a"  # page 0 written
+        _ = m[ps]  # page 1 read-faulted: the zero page
+        m[3 * ps:3 * ps + 1] = b"b"  # page 3 written; page 2 untouched
+        os.write(w, b"k")
+        os.read(r2, 1)  # wait until the parent has looked
+        os._exit(0)
+    try:
+        assert os.read(r, 1) == b"k"
+        import ctypes
+
+        base = ctypes.addressof((ctypes.c_char * (4 * ps)).from_buffer(m))
+        inh = ctypes.addressof((ctypes.c_char * ps).from_buffer(inherited))
+        page = lambda i: [(base + i * ps, 0, ps)]
+        assert shm.unwritten_pages(pid, page(0)) == (0, 1)
+        assert shm.unwritten_pages(pid, page(1)) == (1, 1)
+        assert shm.unwritten_pages(pid, page(2)) == (1, 1)
+        assert shm.unwritten_pages(pid, page(3)) == (0, 1)
+        assert shm.unwritten_pages(pid, [(inh, 0, ps)]) == (1, 1)  # the parent's bytes, not the child's work
+        assert shm.unwritten_pages(pid, [(base, 0, 4 * ps)]) == (2, 4)
+        assert shm.unwritten_pages(pid, [(base, 0, 4 * ps)], skip=[(base + ps, base + 3 * ps)]) == (0, 2)
+    finally:
+        os.write(w2, b"q")
+        os.waitpid(pid, 0)
+        for fd in (r, w, r2, w2):
+            os.close(fd)
