@@ -94,7 +94,7 @@ def rejected(r, codes):
 FAMILIES = {
     "1 work moved out of the clock": [
         ("finish_after_reply", SSC, {"output_mismatch"}, {}),  # replies, then computes: frozen at the reply
-        ("lazy_thread_output", SSC, {"output_mismatch"}, {}),  # a thread finishes later: frozen
+        ("lazy_thread_output", SSC, {"output_mismatch", "output_unwritten"}, {}),  # a thread finishes later: frozen, its pages untouched
         ("partial_pages", SSC, {"output_mismatch"}, {}),  # the parent compares every element, not a sample
         # call counters: honest for the first 12 calls; every checked or timed output is compared (the 13th call
         # is a correctness round now, the near-repeat; with fewer checks it is a timed round)
@@ -102,7 +102,8 @@ FAMILIES = {
         ("batch_and_skip", SSC, {"timed_output_mismatch", "output_mismatch", "shape_variant_mismatch"}, PROFILE),
         ("inplace_during_timing", SSC, {"worker_crash"}, PROFILE),  # its inputs are mapped read-only
         ("mutate_inputs", SSC, {"worker_crash"}, {}),
-        ("warmup_detect", SSC, {"timed_output_mismatch", "output_mismatch"}, PROFILE),
+        ("warmup_detect", SSC, {"timed_output_mismatch", "output_mismatch", "output_unwritten", "shape_variant_mismatch"},
+         PROFILE),  # wrong after its warm-up guess: whichever round (secret order) meets it first
         ("timing_only_cache", SSC, {"timed_output_mismatch", "torch_compute"}, PROFILE),
     ],
     "2 rebinding the harness in the worker": [
