@@ -276,7 +276,7 @@ HONEST = [
     ("tree_reduction_half.py", SUM),
     ("fill_init.py", SSC),
     ("pad_rows_c.py", "pad_rows"),  # twin of zero_page_output: it writes its zeros itself
-    ("many_exports.py", SSC),  # 4,000 exports: the prototypes reach the worker by file, not a capped message  # torch.full / ones / zeros in forward: allocation with its initialisation
+    ("many_exports.py", SSC),  # 9,000 exports: the prototypes reach the worker by file, not a capped message  # torch.full / ones / zeros in forward: allocation with its initialisation
     ("float_leaf_fp32.py", "mean_leaf"),  # a Python-float leaf gets the budget of the reference's dtype
     ("int64_affine.py", "int64_affine"),  # int64 arithmetic passes the int_wide transform
     ("c_units.py", SSC),  # a C11 unit compiled as C, called from C++ through extern "C"
