@@ -29,7 +29,11 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs" / "accelerate"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "",
        "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
-TOL = 1e-5
+# Reduction order differs between ranks and one process, and Adam (lr 1e-2) turns last-bit differences in
+# near-zero gradients into larger steps of a few weights: the gap is machine-dependent (6e-6 on earlier
+# machines, 1.6e-5 for rl on an AMD EPYC here), while the run moves the weights by ~4e-2. A bound 400x
+# below that movement still fails a missing gradient sync (differences of order lr).
+TOL = 1e-4
 REWARD = '''import os
 def parity(completions, trainer_state=None, **kw):
     if trainer_state is not None and trainer_state.global_step == int(os.environ.get("DIE_AT_STEP", -1)):
