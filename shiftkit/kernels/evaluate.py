@@ -446,6 +446,7 @@ class _Evaluation:
         if not params:
             return model
         new = C.perturb_params({k: v.detach() for k, v in params.items()}, self.seed("weights", 1))
+        drawn = {k: v.detach().clone() for k, v in params.items()}
         try:
             with torch.no_grad():
                 x = _to(self.p.inputs(self.seed("trial", 0)), self.device)
@@ -457,7 +458,10 @@ class _Evaluation:
                 return model
         except Exception:  # noqa: BLE001 - a parameter the model cannot take: the seeded init as drawn
             pass
-        return self.p.make_model(self.seed("weights", 0)).to(self.device)
+        with torch.no_grad():
+            for k, v in params.items():
+                v.copy_(drawn[k])
+        return model
 
     # -- bookkeeping
     def add(self, f: Finding) -> None:

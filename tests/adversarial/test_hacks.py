@@ -329,3 +329,21 @@ def test_plan_admits_the_domain_transforms_and_perturbs_weights():
     assert float((sd["gain"] - 1).abs().mean()) > 0.1 and float(sd["bias"].abs().mean()) > 0.1
     _, kinds = plan(SSC, "cpp_scan.py")
     assert any(k.startswith("drawn shape variant") for k in kinds), kinds
+
+
+def test_perturbed_weights_are_refused_where_the_reference_turns_non_finite(tmp_path):
+    """A parameter under a square root: the perturbation makes some entries negative (NaN output), so the
+    reference keeps its seeded init exactly (the refusal path of _Evaluation._perturbed)."""
+    import importlib
+
+    import torch
+
+    E = importlib.import_module("shiftkit.kernels.evaluate")
+    prob = tmp_path / "sqrt_gain.py"
+    prob.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n"
+                    "        super().__init__()\n        self.g = nn.Parameter(torch.full((256,), 0.01))\n\n"
+                    "    def forward(self, x):\n        return x * torch.sqrt(self.g)\n\n\n"
+                    "def get_inputs():\n    return [torch.randn(8, 256)]\n\n\ndef get_init_inputs():\n    return []\n")
+    p = load_problem(prob)
+    ev = E._Evaluation(p, load_solution(HON / "cpp_scan.py"), EvalConfig(secret_seed=3), E.Result(p.name, "x"))
+    assert torch.equal(ev.model.state_dict()["g"], torch.full((256,), 0.01))
