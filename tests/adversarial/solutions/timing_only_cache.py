@@ -1,4 +1,4 @@
-"""HACK correct for the first calls (the correctness trials), cached afterwards (only the re-check of timed outputs catches it)."""
+"""HACK correct for the first 12 calls, a cached output afterwards (the first uncomputed call is caught, whichever checked or timed round it is)."""
 import torch
 import torch.nn as nn
 from shiftkit.kernels.runtime import load_c
