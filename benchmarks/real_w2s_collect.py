@@ -15,6 +15,16 @@ finish, so a claim whose arm is missing has no verdict at all.
 
 takes the experiment's own ``key=value`` overrides (the same list, so the same config, eval settings and
 command line).
+
+Seeds run in different invocations (one per stop of a shared box) are merged with ``--merge FILE`` (the
+committed results of the earlier seeds): the two runs must have the same config except ``seeds``/``workers``,
+disjoint seeds, and the shared stages must agree exactly: the student's and the weak base's held-out
+evaluations (every metric), which the later run recomputes from scratch (the weak base is retrained by its
+heal SFT). Any difference is an error naming the metric: seeds trained from another weak base are not merged.
+The merged file keeps each seed's commit under ``commits`` and recomputes the summary, verdicts, report and plot.
+
+    python benchmarks/real_w2s_collect.py --commit a9fb608 --merge benchmarks/results/real_w2s.json \
+        out=/work/runs/real_w2s student=/work/models/smollm2 'seeds=[1]' threads=1 workers=1
 """
 
 from __future__ import annotations
@@ -108,11 +118,78 @@ def partial(cfg: R.RealW2SConfig, command: str, wall_seconds: float | None) -> d
                         "note": "a shared 2-core box; other jobs ran alongside at normal priority, the run at nice 10"}}
 
 
+SHARED = ("student", "weak")  # one model each, evaluated by every invocation: must agree exactly
+PER_SEED = ("anatomy", "sar", "skipped", "cpu_seconds_per_seed")
+FREE_KEYS = {"seeds", "workers"}  # what may differ between the merged invocations
+
+
+def _int_keys(d: dict) -> dict:
+    return {int(k): v for k, v in d.items()}
+
+
+def _seeds_cfg(cfg: R.RealW2SConfig, res: dict) -> R.RealW2SConfig:
+    return R.RealW2SConfig(**{**R.to_dict(cfg), "seeds": res["config"]["seeds"]})
+
+
+def merge(cfg: R.RealW2SConfig, old: dict, new: dict) -> dict:
+    """``old`` (earlier seeds, committed) and ``new`` (this run) as one result: the config must match but for
+    :data:`FREE_KEYS`, the seeds must be disjoint, and the shared stages' evaluations identical (see the module
+    docstring). Per-seed parts are unioned; the summary and the verdicts are the recipe's own on the union."""
+    if old.get("partial") or new.get("partial"):
+        raise SystemExit("merge: both runs must be complete (a partial run's missing stages would go unnoticed); "
+                         f"partial: old={old.get('partial')}, new={new.get('partial')}")
+    co, cn = old["config"], new["config"]
+    diff = sorted(k for k in set(co) | set(cn) if k not in FREE_KEYS and co.get(k) != cn.get(k))
+    if diff:
+        raise SystemExit(f"merge: the runs' configs differ in {diff} (e.g. {diff[0]}: {co.get(diff[0])!r} vs "
+                         f"{cn.get(diff[0])!r}); merge only runs of one config")
+    so, sn = sorted(co["seeds"]), sorted(cn["seeds"])
+    if set(so) & set(sn):
+        raise SystemExit(f"merge: seeds {sorted(set(so) & set(sn))} are in both runs; merge disjoint seeds")
+    for name in SHARED:
+        a, b = old["evals"][name]["0"], new["evals"][name]["0"]
+        bad = sorted(m for m in set(a) | set(b) if m != "eval_seconds" and a.get(m) != b.get(m))
+        if bad:
+            raise SystemExit(f"merge: the shared stage {name!r} evaluates differently in the two runs ({bad[0]}: "
+                             f"{a.get(bad[0])} vs {b.get(bad[0])}; {len(bad)} metrics differ): its seeds did not "
+                             "start from the same models; rerun every seed in one place")
+    seeds = sorted(so + sn)
+    evals: dict = {}
+    for name in [*old["evals"], *(n for n in new["evals"] if n not in old["evals"])]:
+        if name in SHARED:
+            evals[name] = {0: old["evals"][name]["0"]}
+        else:
+            evals[name] = {**_int_keys(old["evals"].get(name, {})), **_int_keys(new["evals"].get(name, {}))}
+            evals[name] = dict(sorted(evals[name].items()))
+    mcfg = R.RealW2SConfig(**{**R.to_dict(cfg), "seeds": seeds})
+    models = {n: (p if n in SHARED else {**old["models"].get(n, {}), **new["models"].get(n, {})})
+              for n, p in {**old["models"], **new["models"]}.items()}
+    times = {**old["stage_seconds"], **{k: v for k, v in new["stage_seconds"].items() if "/seed" in k}}
+    old_commits = old.get("commits") or {str(s): old["commit"] for s in so}
+    res = {**new, "commit": new["commit"], "commits": {**old_commits, **{str(s): new["commit"] for s in sn}},
+           "commit_note": {"earlier seeds": old.get("commit_note"), "merge": (
+               f"seeds {so} from the committed results, seeds {sn} run at {new['commit']}; the shared stages "
+               f"({', '.join(SHARED)}) were recomputed by the later run and agree exactly in every metric")},
+           "config": R.to_dict(mcfg), "models": models, "evals": evals, "summary": R.summarize(evals),
+           "verdicts": R.claims(mcfg, evals), "stage_seconds": times,
+           "stage_seconds_sum": round(sum(R._secs(v) for v in times.values()), 1),
+           "stage_cpu_seconds_sum": round(sum(R._secs(v, "cpu") for v in times.values() if isinstance(v, dict)), 1),
+           "wall_seconds": round(old["wall_seconds"] + new["wall_seconds"], 1),
+           "invocations": [*old.get("invocations", []), *new.get("invocations", [])],
+           "machine": {"earlier seeds": old["machine"], "later seeds": new["machine"]},
+           "shared_stage_check": {n: "identical in every metric (eval_seconds aside)" for n in SHARED}}
+    for k in PER_SEED:
+        res[k] = {**old.get(k, {}), **{str(s): v for s, v in new.get(k, {}).items()}}
+    res["anatomy_control"] = old.get("anatomy_control") or new.get("anatomy_control")
+    return res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--commit", required=True, help="the commit the experiment ran on")
     ap.add_argument("--wall-seconds", type=float, help="a stopped run's wall time, start to stop (its log)")
     ap.add_argument("--dest", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--merge", help="committed results of earlier seeds (real_w2s.json) to merge this run into")
     ap.add_argument("overrides", nargs="*", help="the experiment's key=value overrides")
     a = ap.parse_args()
     cfg = R.load_config(R.RealW2SConfig, None, a.overrides)
@@ -133,6 +210,12 @@ def main() -> None:
             lines = R.report_lines(cfg, res)
             lines[1:1] = ["", f"**Partial**: the run was stopped before these finished: {json.dumps(res['missing'])}."]
             (dest / "real_w2s_report.md").write_text("\n".join(lines) + "\n")
+    if a.merge:
+        res = merge(cfg, json.loads(Path(a.merge).read_text()), res)
+        for name in ("real_w2s_report.md", "real_w2s.png"):
+            (dest / name).unlink(missing_ok=True)
+        R.plot(_seeds_cfg(cfg, res), res["summary"], dest / "real_w2s.png")
+        (dest / "real_w2s_report.md").write_text("\n".join(R.report_lines(_seeds_cfg(cfg, res), res)) + "\n")
     R.atomic_write_json(dest / "real_w2s.json", res)
     print(f"{'full' if full else 'partial'}: {dest / 'real_w2s.json'}; missing: {res.get('missing', {})}")
 
