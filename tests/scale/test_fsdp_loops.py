@@ -181,6 +181,37 @@ def test_agent_fsdp_equals_one_process(tmp_path, free_port):
 
 
 @pytest.mark.slow
+def test_agent_task_kernels_two_ranks_equal_one_process(tmp_path, free_port):
+    """``agent train task=kernels`` with the REAL kernel environment in verify mode on 2 DDP ranks (gloo):
+    each rank runs its own environment on its share of the episode groups, and the rewards, advantages and
+    weights equal the 1-process run's (the verdicts are the environment's, both ways)."""
+    from shiftkit.models import WEAK_SPEC, make_char_tokenizer, make_tiny_model, save_model
+
+    model = tmp_path / "m"
+    save_model(make_tiny_model(WEAK_SPEC, seed=0), make_char_tokenizer(), model)
+    problem = (ROOT / "shiftkit/kernels/fixtures/problems/scale_shift_clamp.py").read_text()
+    data = tmp_path / "p.jsonl"
+    data.write_text(json.dumps({"problem_name": "scale_shift_clamp", "problem": problem}) + "\n")
+    script = str(ROOT / "tests" / "scale" / "kernels_agent_script.py")
+    one, two = tmp_path / "one", tmp_path / "two"
+    _ok(_launch(None, [script, str(one), str(model), str(data)], free_port, module=False))
+    _ok(_launch("cpu_gloo.yaml", [script, str(two), str(model), str(data)], free_port, module=False))
+    w0, w1, w2 = _weights(model), _weights(one / "final"), _weights(two / "final")
+    assert _diff(w0, w1) > 1e-3
+    num = sum(float(((w1[k] - w2[k]) ** 2).sum()) for k in w1) ** 0.5
+    den = sum(float(((w1[k] - w0[k]) ** 2).sum()) for k in w1) ** 0.5
+    print(f"agent task=kernels: |w2 - w1| / |w1 - w0| = {num / den:.3g}")
+    assert num / den < 1e-3, num / den
+    rows = {n: [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()] for n, d in (("one", one), ("two", two))}
+    steps = {n: [r for r in rs if "loss" in r] for n, rs in rows.items()}
+    assert len(steps["one"]) == len(steps["two"]) == 2
+    for a, b in zip(steps["one"], steps["two"]):  # the same verdicts, gathered from both ranks
+        assert {k: a[k] for k in ("frac_-1", "frac_+1", "reward")} == {k: b[k] for k in ("frac_-1", "frac_+1", "reward")}
+    assert any(r["frac_-1"] > 0 for r in steps["one"]) and any(r["frac_+1"] > 0 for r in steps["one"])
+    assert _summary(two)["dist/strategy"] == "ddp" and _summary(two)["final_eval"]["unscorable"] == 0.0
+
+
+@pytest.mark.slow
 def test_launcher_mixed_precision_is_applied(models, tmp_path, free_port):
     """configs/accelerate/single_gpu.yaml (mixed_precision: bf16) runs as autocast=bfloat16, recorded."""
     out = tmp_path / "bf16"
