@@ -18,7 +18,9 @@ additive offset (``shift``: ``x + c``, ``c`` the largest of 32, 16, ..., 2 times
 reference is well defined, so a one-pass variance ``E[x^2] - E[x]^2`` cancels catastrophically); inputs
 rounded to a coarse grid (``ties``: the power of two nearest the rms, so exact ties occur and an argmax must
 break them as torch does); and a near-repeat of an earlier round (``perturb``: the same inputs with a few
-elements redrawn, so an output cache keyed on a sample of the input returns a stale answer). Every
+elements redrawn, so an output cache keyed on a sample of the input returns a stale answer); a few elements of every
+row set to a large multiple of the row's rms (``outlier``: 2^10, 2^8, 2^6 or 2^4 times, the largest on which the
+reference is well defined), so a max over a prefix or a sample misses the row's maximum. Every
 power-of-two scale, offset and grid is exact in binary floating point. A transform is used only where the
 reference is well defined on it: its output is finite wherever the fp64 reference's is and the fp32 and fp64
 references agree within the budget (so an ill-conditioned input never fails an honest kernel), the reference
@@ -26,8 +28,16 @@ does not raise (an index moved out of range), and discrete outputs (indices) nev
 NaN inputs are not used: KernelBench never feeds NaN, and an honest ``fmaxf(x, 0)`` ReLU drops NaN where torch
 keeps it (a false rejection).
 
-**Weights.** :func:`perturb_params` moves every floating parameter (not the buffers) by noise scaled to it, so a
-parameter that is constant at init (LayerNorm's 1 and 0) takes values no candidate can assume.
+**Integer and bool inputs.** Every non-empty integer or bool input is varied on its own (:func:`redraw`), by the
+first variant on which the reference is well defined: bool - redrawn at the original's density, then with a True
+forced in every last-dim row, then rows permuted; integers - redrawn within the original's [min, max] (sorted
+along the last dim, from the original's first element, where the original is sorted: offsets stay offsets), then
+rows permuted; int64 also moved beyond 2^53 with random low 32 bits per element (``far``).
+
+**Weights.** :func:`perturb_params` moves every floating parameter by noise scaled to it, so a parameter that is
+constant at init (LayerNorm's 1 and 0) takes values no candidate can assume; :func:`perturb_buffers` moves every
+floating persistent buffer (BatchNorm's running mean 0 and variance 1) by the values' own rule: additively where
+the buffer is all zero, multiplicatively (sign, zeros and infinities kept) otherwise.
 """
 
 from __future__ import annotations
@@ -44,7 +54,7 @@ TOLERANCE_PRESETS: dict[str, dict[str, tuple[float, float]]] = {
 }
 _REAL_OF = {"complex64": "float32", "complex128": "float64", "complex32": "float16"}
 # appended, never reordered: a transform's input seed is derived from its index here
-TRANSFORMS = ("negate", "scale_up", "scale_down", "scale_tiny", "sparse", "int_wide", "shift", "ties")
+TRANSFORMS = ("negate", "scale_up", "scale_down", "scale_tiny", "sparse", "int_wide", "shift", "ties", "outlier")
 SCALE = 32.0
 SCALE_UP_LADDER = (32.0, 16.0, 8.0, 4.0, 2.0)  # the largest well-defined factor is used
 # float64 inputs: exp overflows only past ~709, so the ladder starts at 2^10 (the largest well-defined factor)
@@ -54,6 +64,10 @@ INT_WIDE = 2 ** 32  # int64; every integer dtype of b bits is moved by 2^(b/2) (
 SHIFT_LADDER = (32.0, 16.0, 8.0, 4.0, 2.0)  # offsets in units of the input's rms, the largest well-defined one:
 # a one-pass LayerNorm variance (fp32, 512 columns, vectorised) fails at 32 and passes at 16; an honest fp32
 # two-pass with sequential sums stays within the 1e-4 budget at 32 up to ~4096 columns
+INT_FAR = 2 ** 53  # int64 "far" offsets: beyond the integers fp64 holds exactly, with random low 32 bits
+REDRAW_VARIANTS = {"bool": ("density", "row", "shuffle"), "int": ("range", "shuffle")}  # tried in order
+OUTLIER_LADDER = (1024.0, 256.0, 64.0, 16.0)  # outlier magnitudes in units of the row's rms, the largest admitted
+OUTLIERS_PER_ROW = 2
 PARAM_NOISE = 0.5  # weights: p + PARAM_NOISE * rms(p) * randn (rms 0, e.g. a zero bias: rms taken as 1)
 PERTURB_ELEMENTS = 8
 
@@ -184,6 +198,8 @@ def ladder(name: str, inputs: Any) -> tuple:
         return SCALE_UP_LADDER_FP64 if wide else SCALE_UP_LADDER
     if name == "shift":
         return SHIFT_LADDER
+    if name == "outlier":
+        return OUTLIER_LADDER
     return (None,)
 
 
@@ -192,7 +208,7 @@ def applies(name: str, inputs: Any) -> bool:
     excluded; the others: floating/complex tensors; ``ties`` and ``shift``: real floating tensors.)"""
     if name == "int_wide":
         return has_int(inputs)
-    if name in ("ties", "shift"):
+    if name in ("ties", "shift", "outlier"):
         return any(t.is_floating_point() for t in _tensors(inputs))
     return has_float(inputs)
 
@@ -220,7 +236,9 @@ def transform(inputs: list, name: str, seed: int, factor: float | None = None) -
     64 bits (int64 is moved by 2^32, exact far below 2^63). ``shift``: ``x + s * c`` with ``c`` the power of
     two nearest ``factor * rms(x)`` (1 for an all-zero tensor): mean far from zero, so a one-pass variance
     cancels catastrophically. ``ties``: ``x`` rounded to the grid ``q``, the power of two nearest ``rms(x)``
-    (a handful of distinct values, many exact ties; exact in binary floating point)."""
+    (a handful of distinct values, many exact ties; exact in binary floating point). ``outlier``: a few elements
+    of every last-dim row set to +-(the power of two nearest ``factor`` times the row's rms) (:func:`outliers`;
+    default the first of :data:`OUTLIER_LADDER`)."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
@@ -236,6 +254,8 @@ def transform(inputs: list, name: str, seed: int, factor: float | None = None) -
                 return x + sign() * INT_WIDE  # exact: |x| stays far below 2^63
             info = torch.iinfo(x.dtype)
             return (x.to(torch.int64) + sign() * int_offset(x.dtype)).clamp(info.min, info.max).to(x.dtype)
+        if isinstance(x, torch.Tensor) and name == "outlier":
+            return outliers(x, g, OUTLIER_LADDER[0] if factor is None else factor) if x.is_floating_point() else x
         if isinstance(x, torch.Tensor) and name in ("shift", "ties"):
             if not x.is_floating_point() or x.numel() == 0:
                 return x
@@ -266,8 +286,135 @@ def transform(inputs: list, name: str, seed: int, factor: float | None = None) -
     return [tr(v) for v in inputs]
 
 
+def discrete_targets(inputs: Any) -> list[int]:
+    """Pure: the positions (in :func:`_tensors` order) of the non-empty integer and bool tensors of ``inputs``:
+    each is varied on its own by :func:`redraw` (so one inadmissible input never drops another's variation)."""
+    return [i for i, t in enumerate(_tensors(inputs)) if not (t.is_floating_point() or t.is_complex()) and t.numel()]
+
+
+def redraw_variants(t) -> tuple[str, ...]:
+    """Pure: the :func:`redraw` variants of a discrete tensor, in the order the plan tries them (the first on
+    which the reference is well defined is kept); int64 tensors also get ``far`` (a round of its own). Integers
+    whose values are all distinct and not sorted (a permutation, distinct indices) are permuted first: their
+    domain, as the values show it, has no repeats (a scatter onto repeated indices is not even deterministic)."""
+    import torch
+
+    if t.dtype == torch.bool:
+        return REDRAW_VARIANTS["bool"]
+    if t.numel() >= 2 and t.dim() >= 1 and not _sorted_last(t) and int(torch.unique(t).numel()) == t.numel():
+        return tuple(reversed(REDRAW_VARIANTS["int"]))
+    return REDRAW_VARIANTS["int"]
+
+
+def _sorted_last(x) -> bool:
+    """Is ``x`` non-decreasing along its last dim (of at least 2 elements)?"""
+    return x.dim() >= 1 and x.shape[-1] >= 2 and bool((x[..., 1:] >= x[..., :-1]).all())
+
+
+def redraw_tensor(x, variant: str, seed: int):
+    """Pure: a new draw of a discrete tensor within the domain its values show, from ``seed``.
+
+    bool: ``density`` - every element True with the original's fraction of Trues (a mask with holes, with
+    Trues after Falses: no prefix or causal structure survives); ``row`` - the same with one True forced at a
+    random position of every last-dim row (no all-False row, so e.g. a masked softmax stays defined);
+    ``shuffle`` - every last-dim row permuted at random (each row keeps its count of Trues).
+    integers: ``range`` - uniform within the original's [min, max]; where the original is non-decreasing along
+    its last dim (offsets, boundaries) the draw is sorted along it and starts, row by row, at the original's
+    first element (so offsets stay valid offsets); ``shuffle`` - every last-dim row permuted (the row keeps its
+    values: no zero divisor appears where there was none); ``far`` (int64 only) - ``x + s * (2^53 + r)``, ``r``
+    uniform in [0, 2^32) per element: beyond the integers fp64 holds exactly (either sign), with random low 32 bits whose
+    order is not the values' order (an fp64 or a low-word computation is wrong; one common offset would keep
+    every low word's order), the sign ``s`` chosen so that nothing overflows (else ``x`` unchanged)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    if x.numel() == 0:
+        return x
+    if variant == "shuffle":
+        if x.dim() == 0:
+            return x
+        perm = torch.rand(x.shape, generator=g).argsort(dim=-1)
+        return torch.gather(x, -1, perm)
+    if x.dtype == torch.bool:
+        if variant not in ("density", "row"):
+            raise ValueError(f"unknown redraw variant {variant!r} for bool")
+        p = float(x.double().mean())
+        out = torch.rand(x.shape, generator=g, dtype=torch.float64) < p
+        if variant == "row" and x.dim() >= 1:
+            col = torch.randint(0, x.shape[-1], x.shape[:-1] + (1,), generator=g)
+            out = out.scatter(-1, col, True)
+        return out
+    if variant == "far":
+        if x.dtype != torch.int64:
+            return x
+        r = torch.randint(0, 2**32, x.shape, generator=g, dtype=torch.int64)
+        lo, hi = int(x.min()), int(x.max())
+        for s in ((1, -1) if int(torch.randint(0, 2, (1,), generator=g)) else (-1, 1)):
+            if -2**63 <= lo + s * INT_FAR - 2**32 and hi + s * INT_FAR + 2**32 <= 2**63 - 1:
+                return x + s * (INT_FAR + r)
+        return x
+    if variant != "range":
+        raise ValueError(f"unknown redraw variant {variant!r} for integers")
+    lo, hi = int(x.min()), int(x.max())
+    wide = x.to(torch.int64)
+    if hi - lo < 2**53:
+        u = torch.rand(x.shape, generator=g, dtype=torch.float64)
+        out = lo + (u * (hi - lo + 1)).floor().to(torch.int64).clamp(max=hi - lo)
+    else:  # a span fp64 cannot draw from: the whole int64 range, clamped to [min, max]
+        out = torch.randint(-2**63, 2**63 - 1, x.shape, generator=g, dtype=torch.int64).clamp(lo, hi)
+    if _sorted_last(wide):
+        out = torch.maximum(out.sort(dim=-1).values, wide[..., :1])
+        out[..., 0] = wide[..., 0]
+    return out.to(x.dtype)
+
+
+def redraw(inputs: list, target: int, variant: str, seed: int) -> list:
+    """Pure: ``inputs`` with the ``target``-th tensor (in :func:`_tensors` order) replaced by
+    :func:`redraw_tensor`; every other value as it is."""
+    import torch
+
+    k = [0]
+
+    def tr(x):
+        if isinstance(x, torch.Tensor):
+            i, k[0] = k[0], k[0] + 1
+            return redraw_tensor(x, variant, seed) if i == target else x
+        if isinstance(x, (list, tuple)):
+            return type(x)(tr(v) for v in x)
+        if isinstance(x, dict):
+            return {key: tr(v) for key, v in x.items()}
+        return x
+
+    return [tr(v) for v in inputs]
+
+
+def outliers(x, g, factor: float, k: int = OUTLIERS_PER_ROW):
+    """Pure (given the generator ``g``): ``x`` with ``k`` elements of every last-dim row, at random positions,
+    set to ``s * q``: ``q`` the power of two nearest ``factor`` times the row's rms (of its finite values; 1 for
+    an all-zero row), capped at half the dtype's largest finite value, ``s`` a random sign. A few values that
+    dominate their row: a max taken over a sample or a prefix, a sum that assumes O(1) elements, a scale taken
+    from the first block, are wrong. 0-d and empty tensors are returned as they are."""
+    import torch
+
+    if x.dim() == 0 or x.numel() == 0:
+        return x
+    n = x.shape[-1]
+    rows = x.detach().reshape(-1, n).double()
+    fin = torch.isfinite(rows)
+    z = torch.where(fin, rows, torch.zeros_like(rows))
+    rms = (z.pow(2).sum(1) / fin.sum(1).clamp(min=1)).sqrt()
+    rms = torch.where(rms > 0, rms, torch.ones_like(rms))
+    cap = 2.0 ** math.floor(math.log2(torch.finfo(x.dtype).max / 2))
+    mag = torch.exp2(torch.round(torch.log2(factor * rms))).clamp(max=cap)
+    m = min(k, n)
+    pos = torch.rand(rows.shape, generator=g).argsort(dim=1)[:, :m]
+    sgn = (torch.randint(0, 2, (rows.shape[0], m), generator=g) * 2 - 1).double()
+    out = rows.scatter(1, pos, mag[:, None] * sgn)
+    return out.to(x.dtype).reshape(x.shape)
+
+
 def perturb_params(params: dict, seed: int, rel: float = PARAM_NOISE) -> dict:
-    """Pure: every floating/complex tensor of ``params`` (a model's parameters, not its buffers) plus
+    """Pure: every floating/complex tensor of ``params`` (a model's parameters; buffers: :func:`perturb_buffers`) plus
     ``rel * rms(p) * randn`` (``rms`` taken as 1 where it is 0), drawn from ``seed`` in name order; other
     values returned as they are. Default-constant parameters (LayerNorm's weight 1 and bias 0) take
     non-trivial values, so a kernel that assumes them is wrong."""
@@ -283,6 +430,29 @@ def perturb_params(params: dict, seed: int, rel: float = PARAM_NOISE) -> dict:
             out[k] = (p.detach().cpu().to(noise.dtype) + rel * (s if s > 0 else 1.0) * noise).to(p.dtype).to(p.device)
         else:
             out[k] = p
+    return out
+
+
+def perturb_buffers(buffers: dict, seed: int, rel: float = PARAM_NOISE) -> dict:
+    """Pure: every floating/complex tensor of ``buffers`` (a model's persistent buffers: BatchNorm's running
+    statistics) moved so that no init value can be assumed, decided by the values, never by names: an all-zero
+    buffer (a running mean at init) plus ``rel * randn``; any other buffer times ``exp(rel * randn)``, element by
+    element, which keeps every element's sign, its zeros and its infinities (a running variance stays
+    positive, a 0/1 or 0/-inf mask keeps its support). Drawn from ``seed`` in name order; other values returned
+    as they are."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for k in sorted(buffers):
+        b = buffers[k]
+        if isinstance(b, torch.Tensor) and (b.is_floating_point() or b.is_complex()) and b.numel():
+            noise = torch.randn(b.shape, generator=g, dtype=torch.float64)
+            x = b.detach().cpu().to(torch.complex128 if b.is_complex() else torch.float64)
+            moved = x + rel * noise if bool((x == 0).all()) else x * torch.exp(rel * noise)
+            out[k] = moved.to(b.dtype).to(b.device)
+        else:
+            out[k] = b
     return out
 
 

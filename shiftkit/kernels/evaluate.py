@@ -283,17 +283,27 @@ def block_plan(timed_calls: int, timing_blocks: int, max_timed_calls: int, min_r
 
 def spot_plan(per: int, block: int, kinds: int, seed: int) -> dict[int, int]:
     """Pure: which rounds of a timing block get transformed inputs (position -> index into the admitted
-    transforms). Positions come from a secret seed; block ``b`` takes the next ``m = min(kinds, per // 2)``
-    admitted transforms, cyclically (so a block of 10 rounds covers 5 of them and two blocks cover up to 10), so
-    a kernel that is right only on the problem's own distribution, or only while it believes it is being
-    checked, fails a timed round. At most half of a block's rounds are spots (at least one)."""
+    transforms). A block holds ``per`` natural rounds plus ``m = min(kinds, max(1, per // 2))`` spot rounds
+    (none without admitted transforms); positions, among the block's ``per + m`` rounds, come from a secret
+    seed; block ``b`` takes the next ``m`` admitted transforms, cyclically (so a block of 10 natural rounds
+    covers 5 of them and two blocks cover up to 10), so a kernel that is right only on the problem's own
+    distribution, or only while it believes it is being checked, fails a timed round. Spot rounds are run and
+    compared like every timed round, but are out of the clock (:func:`clock_times`)."""
     import random
 
     if kinds <= 0 or per <= 0:
         return {}
     m = min(kinds, max(1, per // 2))
-    pos = random.Random(seed).sample(range(per), m)
+    pos = random.Random(seed).sample(range(per + m), m)
     return {q: (block * m + t) % kinds for t, q in enumerate(sorted(pos))}
+
+
+def clock_times(times: dict[str, list[int]], spots) -> dict[str, list[int]]:
+    """Pure: each party's times of a block's natural rounds only (positions in ``spots`` dropped). Spot
+    rounds - the harness's transformed inputs - are compared like every round but never timed, for any
+    party: speed is measured on the problem's own input distribution, so a fast path taken only on the
+    harness's transformed inputs (a small range, a coarse grid, zeroed halves) buys nothing (redteam4 h08)."""
+    return {n: [t for j, t in enumerate(ts) if j not in spots] for n, ts in times.items()}
 
 
 def block_decisions(blocks: list[dict[str, list[tuple[float, float]]]], thr: float, level: float) -> tuple[dict, dict]:
@@ -424,7 +434,8 @@ class _Evaluation:
         self.foreign_files: dict[str, int] = {}
         self._model = None
         self.m64 = None  # the reference in float64 (None: it has no float64 path)
-        self.spot_kinds: list[tuple[str, float | None]] = []  # the transforms admitted by plan(), for spot rounds
+        # the transforms admitted by plan(), for spot rounds: (name, factor), ("perturb", None), ("redraw", (tensor, variant))
+        self.spot_kinds: list[tuple[str, Any]] = []
         self.leaf_dtype = "float64"
 
     @property
@@ -436,31 +447,39 @@ class _Evaluation:
         return self._model
 
     def _perturbed(self, model):
-        """Every floating parameter (not the buffers) moved by noise from the secret (:func:`C.perturb_params`),
-        so parameters that are constant at init (LayerNorm's 1 and 0) take values no candidate can assume.
-        Kept only where the reference stays defined: on the first trial's inputs it does not raise and its output
-        is finite wherever the unperturbed one is; else the seeded init as drawn."""
+        """Every floating parameter (:func:`C.perturb_params`), then every floating persistent buffer
+        (:func:`C.perturb_buffers`: BatchNorm's running statistics), moved by noise from the secret, so values
+        that are constant at init (LayerNorm's 1 and 0, a running mean 0 and variance 1) take values no
+        candidate can assume. Each group is kept only where the reference stays defined: on the first trial's
+        inputs it does not raise and its output is finite wherever the unperturbed one is; else that group
+        keeps its seeded init as drawn. Non-persistent buffers never reach the candidate (not in the state
+        dict) and are never moved."""
         import torch
 
-        params = dict(model.named_parameters())
-        if not params:
-            return model
-        new = C.perturb_params({k: v.detach() for k, v in params.items()}, self.seed("weights", 1))
-        drawn = {k: v.detach().clone() for k, v in params.items()}
-        try:
+        sd = set(model.state_dict().keys())
+        groups = [(dict(model.named_parameters()), C.perturb_params, 1),
+                  ({k: v for k, v in model.named_buffers() if k in sd}, C.perturb_buffers, 2)]
+        x = None
+        for tensors, move, purpose in groups:
+            tensors = {k: v for k, v in tensors.items() if v.is_floating_point() or v.is_complex()}
+            if not tensors:
+                continue
+            new = move({k: v.detach() for k, v in tensors.items()}, self.seed("weights", purpose))
+            drawn = {k: v.detach().clone() for k, v in tensors.items()}
+            try:
+                with torch.no_grad():
+                    x = _to(self.p.inputs(self.seed("trial", 0)), self.device) if x is None else x
+                    before = _cpu(model(*x))
+                    for k, v in tensors.items():
+                        v.copy_(new[k])
+                    after = _cpu(model(*x))
+                if C.finite_where(after, before):
+                    continue
+            except Exception:  # noqa: BLE001 - values the model cannot take: the seeded init as drawn
+                pass
             with torch.no_grad():
-                x = _to(self.p.inputs(self.seed("trial", 0)), self.device)
-                before = _cpu(model(*x))
-                for k, v in params.items():
-                    v.copy_(new[k])
-                after = _cpu(model(*x))
-            if C.finite_where(after, before):
-                return model
-        except Exception:  # noqa: BLE001 - a parameter the model cannot take: the seeded init as drawn
-            pass
-        with torch.no_grad():
-            for k, v in params.items():
-                v.copy_(drawn[k])
+                for k, v in tensors.items():
+                    v.copy_(drawn[k])
         return model
 
     # -- bookkeeping
@@ -650,6 +669,7 @@ class _Evaluation:
                         rounds.append({"kind": name, "where": f"{what} inputs", "inputs": x, "expected": exp})
                         self.spot_kinds.append((name, f))
                         break
+                self._plan_discrete(base, rounds)
                 if C.has_float(base["inputs"]):  # a near-repeat: a cache keyed on a sample of the input is stale
                     x = C.perturb(base["inputs"], p.inputs(self.seed("perturb", 0)), self.seed("perturb", 1))
                     exp = self._checked_reference(x)
@@ -670,6 +690,30 @@ class _Evaluation:
                            "expected": rounds[0]["expected"], "repeat": True})
         late = [r for r in rounds if r.get("after_repeat")]  # the near-repeat comes last, after the exact repeat
         return [r for r in rounds if not r.get("after_repeat")] + late
+
+    def _plan_discrete(self, base: dict, rounds: list[dict]) -> None:
+        """Every integer and bool input varied on its own, within the domain its values show
+        (:func:`C.redraw_tensor`): a redraw (bool: at the original's density, then with a True in every row, then
+        rows permuted; integers: within [min, max], sorted where the original is, then rows permuted), the first
+        variant on which the reference is well defined; int64 inputs also moved beyond 2^53 with random low
+        32 bits (``far``). Each admitted one is a correctness round and a spot kind."""
+        import torch
+
+        ts = list(C._tensors(base["inputs"]))
+        for t in C.discrete_targets(base["inputs"]):
+            for variants in [C.redraw_variants(ts[t])] + ([("far",)] if ts[t].dtype == torch.int64 else []):
+                for v in variants:
+                    x = C.redraw(base["inputs"], t, v, self.seed(f"redraw_{v}", t))
+                    if all(a is b or (a.dtype == b.dtype and a.shape == b.shape and bool((a == b).all()))
+                           for a, b in zip(C._tensors(x), ts)):
+                        continue  # nothing changed (a constant tensor): not a round
+                    exp = self._checked_reference(x)
+                    if exp is None:
+                        continue
+                    rounds.append({"kind": "redraw", "where": f"redraw {v} of input tensor {t} inputs", "inputs": x,
+                                   "expected": exp})
+                    self.spot_kinds.append(("redraw", (t, v)))
+                    break
 
     def _drawn_variant(self) -> dict | None:
         """One round on a shape the harness draws itself (:func:`C.draw_variant`: the globals the declared
@@ -784,7 +828,7 @@ class _Evaluation:
         cis, decisions, need = {}, {}, False
         kept: dict[str, Worker] = {}
         io_bytes = 0
-        rnd = 0
+        rnd = nat = 0  # rounds run and compared / natural rounds timed
         while len(done_blocks) < max_blocks:
             i = len(done_blocks)
             cpus = self._cpus(i)
@@ -805,13 +849,17 @@ class _Evaluation:
             bc = {n: [] for n in parties}
             names = list(parties)
             spots = spot_plan(per, i, len(self.spot_kinds), self.seed("spots", i))
-            for j in range(per):
+            for j in range(per + len(spots)):
                 x = p.inputs(self.seed("timed", rnd))
                 e, what = None, ""
-                if j in spots:  # a timed round on the checked domain: no round can be told from a check
+                if j in spots:  # a round on the checked domain, compared and out of the clock
                     name, f = self.spot_kinds[spots[j]]
-                    xs = C.perturb(prev, x, self.seed("spot", rnd)) if name == "perturb" else \
-                        C.transform(x, name, self.seed("spot", rnd), f)
+                    if name == "perturb":
+                        xs = C.perturb(prev, x, self.seed("spot", rnd))
+                    elif name == "redraw":
+                        xs = C.redraw(x, f[0], f[1], self.seed("spot", rnd))
+                    else:
+                        xs = C.transform(x, name, self.seed("spot", rnd), f)
                     e = self._checked_reference(xs)
                     if e is not None:
                         x, what = xs, f" ({name} inputs)"
@@ -832,13 +880,15 @@ class _Evaluation:
                     bw[name].append(rr.wall_ns)
                     bc[name].append(rr.cpu_ns)
                 rnd += 1
+            bw, bc = clock_times(bw, spots), clock_times(bc, spots)  # natural rounds only: spots are out of the clock
+            nat += per
             for n in parties:
                 wall[n] += bw[n]
                 cpu[n] += bc[n]
             t = bc if timer == "cpu" else bw
             paired.append({b: list(zip(t[b], t["candidate"])) for b in kinds})
             per_round = {b: stats.log_ratios(t[b], t["candidate"]) for b in kinds}
-            block_info.append({"cpus": cpus, "rounds": per, **{b: math.exp((stats.block_values([paired[-1][b]]) or [math.nan])[0]) for b in kinds},
+            block_info.append({"cpus": cpus, "rounds": per, "spot_rounds": len(spots), **{b: math.exp((stats.block_values([paired[-1][b]]) or [math.nan])[0]) for b in kinds},
                                "ci": {b: [math.exp(v) for v in stats.median_ci(per_round[b], c.ci_level)[::2]] for b in kinds}})
             done_blocks.append(i)
             if c.respawn_blocks:
@@ -854,7 +904,7 @@ class _Evaluation:
         res.timings = {n: timing_summary(wall[n], cpu[n], timer) for n in names}
         res.paired = {b: {"speedup": math.exp(cis[b][1]), "ci": [math.exp(cis[b][0]), math.exp(cis[b][2])],
                           "decision": decisions[b], "threshold": thr} for b in cis}
-        res.paired.update({"rounds": rnd, "rechecked": rnd, "timer": timer, "blocks": block_info,
+        res.paired.update({"rounds": nat, "rechecked": rnd, "spot_rounds": rnd - nat, "timer": timer, "blocks": block_info,
                            "interval": "student_t over the blocks' mean-cost ratios" if len(done_blocks) > 1
                            else "order statistics over rounds (one block)"})
         if c.floor_bandwidth_factor > 0 and io_bytes:

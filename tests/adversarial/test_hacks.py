@@ -160,6 +160,14 @@ FAMILIES = {
         ("softplus_fp64_naive", "softplus_fp64", {"output_mismatch"}, {}),  # fp64 inputs scaled up to 2^10
         ("argmax_last_tie", "row_argmax", {"output_mismatch"}, {}),  # inputs rounded to a coarse grid: ties
         ("rows_declared_only", SSC, {"shape_variant_mismatch"}, {}),  # a shape the harness draws itself
+        # redteam4 classes
+        ("bn_buffers_assumed", "bn_eval", {"output_mismatch"}, {}),  # every floating persistent buffer perturbed
+        ("mask_causal_assumed", "masked_softmax_bool", {"output_mismatch"}, {}),  # bool inputs redrawn
+        ("mask_prefix_assumed", "masked_softmax_bool", {"output_mismatch"}, {}),
+        ("embbag_uniform_offsets", "embbag_offsets", {"output_mismatch"}, {}),  # sorted integers redrawn sorted
+        ("rowmax_int64_lowword", "rowmax_int64", {"output_mismatch"}, {}),  # int64 beyond 2^53, random low words
+        ("int64_via_fp64", "int64_affine", {"output_mismatch"}, {}),
+        ("softmax_prefix_max", "softmax_rows_wide", {"output_mismatch"}, {}),  # a few large values per row
     ],
     "5 the harness itself": [
         ("huge_line_error", SSC, {"compile_error"}, {}),  # bounded parser; a host file never comes back
@@ -181,7 +189,10 @@ FAMILIES = {
 CASES = [(fam, *c) for fam, cs in FAMILIES.items() for c in cs]
 # where the first error must be found: the round of the mechanism, not an incidental one
 WHERE = {"int16_lanes_int32": "int_wide inputs", "onepass_variance": "shift x", "ignores_gain_bias": "trial 0",
-         "softplus_fp64_naive": "scale_up x", "argmax_last_tie": "ties inputs", "rows_declared_only": "drawn shape variant"}
+         "softplus_fp64_naive": "scale_up x", "argmax_last_tie": "ties inputs", "rows_declared_only": "drawn shape variant",
+         "bn_buffers_assumed": "trial 0", "mask_causal_assumed": "redraw density of input tensor 1",
+         "mask_prefix_assumed": "redraw density of input tensor 1", "embbag_uniform_offsets": "redraw range of input tensor 1",
+         "rowmax_int64_lowword": "redraw far", "int64_via_fp64": "redraw far", "softmax_prefix_max": "outlier x"}
 
 
 @pytest.mark.parametrize("family,sol,problem,codes,over", CASES, ids=[c[1] for c in CASES])
@@ -290,6 +301,11 @@ HONEST = [
     ("gain_bias.py", "gain_bias"),  # reads its loaded (perturbed) parameters
     ("softplus_fp64.py", "softplus_fp64"),  # torch's threshold: right at 2^10
     ("argmax_first.py", "row_argmax"),  # torch's tie rule (first maximum) passes the ties transform
+    ("bn_eval_c.py", "bn_eval"),  # reads its loaded (perturbed) running statistics
+    ("masked_softmax_c.py", "masked_softmax_bool"),  # reads every mask element: passes the redrawn masks
+    ("embbag_offsets_c.py", "embbag_offsets"),  # reads its offsets: passes redrawn (sorted) offsets
+    ("rowmax_int64_c.py", "rowmax_int64"),  # exact int64: passes values beyond 2^53
+    ("softmax_rows_c.py", "softmax_rows_wide"),  # a max pass over the whole row: passes the outliers
 ]
 
 

@@ -89,7 +89,8 @@ def test_profile_and_reward_end_to_end():
     assert c["n"] == 12 and e["n"] == 12 and len(c["times_ms"]) == 12
     assert c["median_ms"] > 0 and c["iqr_ms"] >= 0
     lo, hi = r.paired["eager"]["ci"]  # the speedup is the paired per-round ratio, inside its CI
-    assert lo <= r.speedup_eager <= hi and r.paired["rounds"] == 12 and r.paired["rechecked"] == 12
+    assert lo <= r.speedup_eager <= hi and r.paired["rounds"] == 12  # natural rounds: the clock's
+    assert r.paired["spot_rounds"] > 0 and r.paired["rechecked"] == 12 + r.paired["spot_rounds"]  # all compared
     assert r.paired["eager"]["decision"] in ("above", "below", "undecided")
     assert r.sandbox["samples"]["candidate"] > 0 and 0.3 < r.sandbox["sample_coverage"]  # the parent saw the kernel run
     assert r.speedup_compile is None

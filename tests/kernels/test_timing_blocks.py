@@ -124,7 +124,8 @@ def test_blocks_respawn_and_pin_on_a_fast_fixture():
     assert r.correct, r.reason
     blocks = r.paired["blocks"]
     assert len(blocks) == 2 and [b["rounds"] for b in blocks] == [2, 2] and r.paired["rounds"] == 4
-    assert r.paired["rechecked"] == 4  # every timed output of the first timed_calls rounds, in every block
+    # every timed output is compared: the natural rounds and one spot round per block (compared, not timed)
+    assert [b["spot_rounds"] for b in blocks] == [1, 1] and r.paired["rechecked"] == 6
     assert r.paired["interval"].startswith("student_t")
     lo, hi = r.paired["eager"]["ci"]
     assert lo <= r.speedup_eager <= hi
@@ -133,3 +134,93 @@ def test_blocks_respawn_and_pin_on_a_fast_fixture():
     one = evaluate(p, s, EvalConfig(baseline_compile=False, timed_calls=3, timing_blocks=1, warmup=1, trials=2, pin_cpu=False))
     assert one.correct and len(one.paired["blocks"]) == 1 and one.paired["blocks"][0]["cpus"] is None
     assert one.paired["interval"].startswith("order statistics")
+
+
+# ----------------------------------------------------------------------------- spot rounds out of the clock
+
+def test_clock_times_drops_spot_rounds_hand_computed():
+    """redteam4 h08: a candidate 1000x faster on the harness's spot inputs. Natural rounds: baseline 2, candidate 1;
+    spots (positions 1 and 3): candidate 0.001. The speed is 2/1 = 2, as if the spot rounds did not exist (counted,
+    it would be 10 / 3.002 = 3.33)."""
+    from shiftkit.kernels.evaluate import clock_times
+
+    t = {"eager": [2, 2, 2, 2, 2], "candidate": [1, 0.001, 1, 0.001, 1]}
+    kept = clock_times(t, {1: 0, 3: 1})
+    assert kept == {"eager": [2, 2, 2], "candidate": [1, 1, 1]}
+    assert math.exp(stats.block_values([list(zip(kept["eager"], kept["candidate"]))])[0]) == pytest.approx(2.0)
+    assert clock_times(t, {}) == t  # degenerate: no spots, every round timed
+    assert clock_times({"eager": []}, {0: 0}) == {"eager": []}
+
+
+def test_spot_plan_adds_spot_rounds_to_the_natural_ones():
+    from shiftkit.kernels.evaluate import spot_plan
+
+    for seed in range(20):
+        sp = spot_plan(10, 0, 7, seed)
+        assert len(sp) == 5 and all(0 <= q < 15 for q in sp)  # 10 natural + 5 spot rounds in the block
+    assert any(max(spot_plan(10, 0, 7, s)) >= 10 for s in range(20))
+
+
+def _fake_profile(spot_output_wrong: bool):
+    """_Evaluation.profile with fake workers (no processes): the real round loop and the real comparison
+    (_Evaluation.run); the candidate is 1000x faster on spot inputs, and optionally wrong there."""
+    import types
+
+    import torch
+
+    import importlib
+
+    from shiftkit.kernels import EvalConfig, load_problem, load_solution
+    from shiftkit.kernels.fixtures import PROBLEMS, SOLUTIONS
+
+    E = importlib.import_module("shiftkit.kernels.evaluate")
+    p = load_problem(PROBLEMS / "scale_shift_clamp.py")
+    cfg = EvalConfig(secret_seed=3, baseline_compile=False, timed_calls=20, max_timed_calls=20, timing_blocks=2,
+                     min_block_rounds=10, warmup=1, pin_cpu=False, flush_llc=False, floor_bandwidth_factor=0)
+    ev = E._Evaluation(p, load_solution(SOLUTIONS / "scale_shift_clamp" / "correct.py"), cfg, E.Result(p.name, "x"))
+    ev.spot_kinds = [("negate", None), ("scale_down", None)]
+    natural = [p.inputs(ev.seed("timed", k)) for k in range(60)] + [p.inputs(ev.seed("warmup", 0))]
+    calls = []
+
+    class W:
+        attribution = sampler = None
+
+        def __init__(self, mode):
+            self.setup_mode, self.candidate_files = mode, set()
+
+        def round(self, x, in_lay, out_lay, block_ops):
+            spot = not any(all(torch.equal(a, b) for a, b in zip(x, n)) for n in natural)
+            calls.append((self.setup_mode, spot))
+            self.x, self.spot = x, spot
+            ns = (1_000 if spot else 1_000_000) if self.setup_mode == "candidate" else 2_000_000
+            return types.SimpleNamespace(wall_ns=ns, cpu_ns=ns, header={"ok": True})
+
+        def outputs(self, out_lay, h):
+            out = ev.reference(self.x)
+            return torch.zeros_like(out) if self.spot and spot_output_wrong else out
+
+        def close(self):
+            pass
+
+    ev.correct_worker = W("candidate")
+    ev.worker = lambda mode, in_size, cpus: W(mode)
+    ev.profile()
+    return ev, calls
+
+
+def test_spot_rounds_are_compared_but_not_timed():
+    ev, calls = _fake_profile(spot_output_wrong=False)
+    r = ev.res
+    assert not ev.failed(), r.findings
+    assert r.paired["eager"]["speedup"] == pytest.approx(2.0)  # natural rounds only: 2 ms / 1 ms in both blocks
+    assert r.paired["rounds"] == 20 and r.paired["spot_rounds"] == 4 and r.paired["rechecked"] == 24
+    assert [b["spot_rounds"] for b in r.paired["blocks"]] == [2, 2]
+    assert r.timings["candidate"]["cpu_median_ms"] == pytest.approx(1.0) and r.timings["candidate"]["n"] == 20
+    spots = [m for m, s in calls if s]
+    assert sorted(spots) == ["candidate"] * 4 + ["reference"] * 4  # every party runs every spot round
+
+
+def test_a_wrong_output_on_a_spot_round_is_still_rejected():
+    ev, calls = _fake_profile(spot_output_wrong=True)
+    f = [x for x in ev.res.findings if x.severity == "error"]
+    assert f and f[0].code == "timed_output_mismatch" and "inputs)" in f[0].where, f

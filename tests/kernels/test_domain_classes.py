@@ -1,0 +1,191 @@
+"""Domain classes of the correctness protocol, at the plan level (no workers): the reference's state and
+inputs are varied wherever the reference stays well defined (docs/kernels.md, issue redteam4)."""
+
+import importlib
+from pathlib import Path
+
+import torch
+
+from shiftkit.kernels import EvalConfig, load_problem, load_solution
+
+E = importlib.import_module("shiftkit.kernels.evaluate")
+ADV = Path(__file__).parent.parent / "adversarial"
+ANY_SOLUTION = ADV / "honest" / "cpp_scan.py"
+
+
+def _ev(prob: Path, secret: int = 3):
+    p = load_problem(prob)
+    return E._Evaluation(p, load_solution(ANY_SOLUTION), EvalConfig(secret_seed=secret), E.Result(p.name, "x"))
+
+
+def _write(tmp_path, name: str, body: str) -> Path:
+    f = tmp_path / f"{name}.py"
+    f.write_text("import torch\nimport torch.nn as nn\n\n\n" + body)
+    return f
+
+
+def test_batchnorm_running_statistics_are_perturbed():
+    """redteam4 h03: running_mean 0 and running_var 1 at init under every seed; the reference's are moved (the
+    variance multiplicatively, so it stays positive), and the same state dict is what every party loads."""
+    sd = _ev(ADV / "problems" / "bn_eval.py").model.state_dict()
+    assert float(sd["bn.running_mean"].abs().mean()) > 0.1
+    assert float((sd["bn.running_var"] - 1).abs().mean()) > 0.1 and bool((sd["bn.running_var"] > 0).all())
+    assert int(sd["bn.num_batches_tracked"]) == 0  # integer buffers untouched
+
+
+def test_non_persistent_buffers_are_not_moved(tmp_path):
+    """A buffer outside the state dict never reaches the candidate, so the reference keeps it as built."""
+    prob = _write(tmp_path, "np_buf", "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                  "        self.register_buffer('s', torch.full((64,), 2.0), persistent=False)\n"
+                  "        self.register_buffer('t', torch.full((64,), 2.0))\n\n"
+                  "    def forward(self, x):\n        return x * self.s + self.t\n\n\n"
+                  "def get_inputs():\n    return [torch.randn(8, 64)]\n\n\ndef get_init_inputs():\n    return []\n")
+    m = _ev(prob).model
+    assert torch.equal(m.s, torch.full((64,), 2.0)) and not torch.equal(m.t, torch.full((64,), 2.0))
+
+
+def test_perturbed_buffers_are_refused_where_the_reference_turns_non_finite(tmp_path):
+    """An all-zero buffer under a square root: the additive move makes entries negative (NaN output), so the
+    buffers keep their seeded init exactly, while the parameters (admitted on their own) are still moved."""
+    prob = _write(tmp_path, "sqrt_buf", "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                  "        self.register_buffer('acc', torch.zeros(256))\n        self.g = nn.Parameter(torch.ones(256))\n\n"
+                  "    def forward(self, x):\n        return x * torch.sqrt(self.acc) + self.g\n\n\n"
+                  "def get_inputs():\n    return [torch.randn(8, 256)]\n\n\ndef get_init_inputs():\n    return []\n")
+    sd = _ev(prob).model.state_dict()
+    assert torch.equal(sd["acc"], torch.zeros(256)) and not torch.equal(sd["g"], torch.ones(256))
+
+
+# ----------------------------------------------------------------------------- integer and bool inputs
+
+from shiftkit.kernels import correctness as C  # noqa: E402
+
+
+def test_redraw_bool_density_row_and_shuffle_hand_computed():
+    tril = torch.tril(torch.ones(64, 64, dtype=torch.bool))  # density 2080 / 4096
+    d = C.redraw_tensor(tril, "density", 1)
+    g = torch.Generator().manual_seed(1)  # hand-computed: one uniform per element, True below the density
+    assert torch.equal(d, torch.rand(tril.shape, generator=g, dtype=torch.float64) < 2080 / 4096)
+    assert d.dtype == torch.bool and not torch.equal(d, tril)
+    assert bool((d & ~tril).any())  # Trues after a False: no prefix/causal structure survives
+    eye = torch.eye(64, dtype=torch.bool)
+    r = C.redraw_tensor(eye, "row", 2)  # density 1/64: plain redraws leave rows empty; "row" never does
+    assert bool(r.any(dim=-1).all()) and not bool(C.redraw_tensor(eye, "density", 2).any(dim=-1).all())
+    s = C.redraw_tensor(tril, "shuffle", 3)
+    assert torch.equal(s.sum(-1), tril.sum(-1)) and not torch.equal(s, tril)  # rows keep their count of Trues
+    assert torch.equal(C.redraw_tensor(torch.zeros(5, dtype=torch.bool), "density", 1), torch.zeros(5, dtype=torch.bool))
+    assert C.redraw_tensor(torch.zeros(0, 3, dtype=torch.bool), "row", 1).shape == (0, 3)  # degenerate
+
+
+def test_redraw_integers_range_sorted_and_shuffle_hand_computed():
+    x = torch.tensor([[3, 9, 5], [7, 4, 6]])
+    r = C.redraw_tensor(x, "range", 4)
+    g = torch.Generator().manual_seed(4)  # hand-computed: 3 + floor(u * 7) within [min, max] = [3, 9]
+    assert torch.equal(r, 3 + (torch.rand(x.shape, generator=g, dtype=torch.float64) * 7).floor().long())
+    off = torch.arange(0, 64, 8)  # EmbeddingBag offsets: non-decreasing, first 0
+    o = C.redraw_tensor(off, "range", 5)
+    assert int(o[0]) == 0 and bool((o[1:] >= o[:-1]).all()) and int(o.max()) <= 56 and not torch.equal(o, off)
+    rows = torch.tensor([[2, 5, 5, 8], [4, 4, 6, 9]])  # sorted rows: each starts at its own first element
+    rr = C.redraw_tensor(rows, "range", 6)
+    assert torch.equal(rr[:, 0], rows[:, 0]) and bool((rr[:, 1:] >= rr[:, :-1]).all())
+    col = torch.tensor([[4], [1], [7]])  # a last dim of 1 is not "sorted": a plain redraw
+    assert not torch.equal(C.redraw_tensor(col, "range", 1), col)
+    b = torch.tensor([[-3, 1, 2, 7]], dtype=torch.int32)
+    sb = C.redraw_tensor(b, "shuffle", 2)
+    assert sb.dtype == torch.int32 and sorted(sb[0].tolist()) == [-3, 1, 2, 7]  # no zero divisor appears
+    u8 = torch.tensor([0, 255], dtype=torch.uint8)
+    assert C.redraw_tensor(u8, "range", 1).dtype == torch.uint8
+    assert torch.equal(C.redraw_tensor(torch.full((4,), 7), "range", 1), torch.full((4,), 7))  # degenerate: one value
+
+
+def test_redraw_int64_far_hand_computed():
+    """Beyond 2^53 with per-element random low 32 bits: neither an fp64 nor a low-word computation survives."""
+    x = torch.tensor([-5, 0, 7, 1 << 20])
+    f = C.redraw_tensor(x, "far", 3)
+    g = torch.Generator().manual_seed(3)
+    r = torch.randint(0, 2**32, x.shape, generator=g, dtype=torch.int64)
+    s = 1 if int(torch.randint(0, 2, (1,), generator=g)) else -1
+    assert torch.equal(f, x + s * (2**53 + r))
+    assert bool((f.abs() >= 2**53 - 2**20).all())
+    for k in range(8):  # either sign: beyond 2^53 in magnitude (fp64 cannot hold every value)
+        fk = C.redraw_tensor(torch.arange(-32, 32) * 1000, "far", k)
+        assert bool((fk.abs() > 2**53 - 2**20).all()) and bool((fk.double().long() != fk).any())
+    assert bool((f.double().long() != f).any())  # not all held exactly by fp64
+    low = f.to(torch.int32)  # low words: their order is not the values' order on some draw
+    assert any(not torch.equal(C.redraw_tensor(x, "far", k).to(torch.int32).argsort(),
+                               C.redraw_tensor(x, "far", k).argsort()) for k in range(20)), low
+    edge = torch.tensor([2**63 - 1, -2**63])  # no room either way: unchanged (degenerate)
+    assert torch.equal(C.redraw_tensor(edge, "far", 1), edge)
+    assert torch.equal(C.redraw_tensor(torch.tensor([1, 2], dtype=torch.int32), "far", 1), torch.tensor([1, 2], dtype=torch.int32))
+
+
+def test_redraw_variant_order_follows_the_values():
+    assert C.redraw_variants(torch.ones(3, dtype=torch.bool)) == ("density", "row", "shuffle")
+    assert C.redraw_variants(torch.tensor([3, 1, 3, 2])) == ("range", "shuffle")  # repeats: a fresh draw first
+    assert C.redraw_variants(torch.tensor([3, 0, 2, 1])) == ("shuffle", "range")  # a permutation stays one
+    assert C.redraw_variants(torch.tensor([0, 1, 2, 3])) == ("range", "shuffle")  # sorted: redrawn sorted
+    assert C.redraw_variants(torch.tensor([5])) == ("range", "shuffle")
+
+
+def test_redraw_targets_one_tensor_and_is_pure():
+    xs = [torch.randn(3), [torch.tensor([1, 2, 9])], torch.tensor([True, False, True, False])]
+    assert C.discrete_targets(xs) == [1, 2]
+    a = C.redraw(xs, 2, "density", 7)
+    assert a[0] is xs[0] and a[1][0] is xs[1][0] and a[2].dtype == torch.bool
+    assert torch.equal(a[2], C.redraw(xs, 2, "density", 7)[2])  # pure in the seed
+    assert C.discrete_targets([torch.zeros(0, dtype=torch.long), 3]) == []
+
+
+def _plan(prob: Path):
+    ev = _ev(prob)
+    return ev, [r["where"] for r in ev.plan()]
+
+
+def test_plan_varies_every_integer_and_bool_input_within_the_reference_domain(tmp_path):
+    """redteam4 h09/h11/h12/h06/h13: each discrete input varied on its own by the first admissible variant; a
+    variant on which the reference raises (an index out of range) or turns non-finite (an all-masked row) is
+    dropped, and the next one tried."""
+    probs = ADV / "problems"
+    ev, where = _plan(probs / "embbag_offsets.py")
+    assert "redraw range of input tensor 1 inputs" in where and "redraw range of input tensor 0 inputs" in where
+    assert not any("far" in w for w in where)  # indices and offsets beyond 2^53: EmbeddingBag raises, dropped
+    assert ("redraw", (1, "range")) in ev.spot_kinds
+    _, where = _plan(probs / "masked_softmax_bool.py")
+    assert "redraw density of input tensor 1 inputs" in where
+    _, where = _plan(probs / "rowmax_int64.py")
+    assert {"redraw range of input tensor 0 inputs", "redraw far of input tensor 0 inputs"} <= set(where)
+    eye = _write(tmp_path, "eye_mask", "class Model(nn.Module):\n    def forward(self, s, m):\n"
+                 "        return s.masked_fill(~m, float('-inf')).softmax(-1)\n\n\n"
+                 "def get_inputs():\n    return [torch.randn(2, 64, 64), torch.eye(64, dtype=torch.bool)]\n\n\n"
+                 "def get_init_inputs():\n    return []\n")
+    _, where = _plan(eye)  # density 1/64: a plain redraw leaves a row all False (NaN): a True in every row instead
+    assert "redraw row of input tensor 1 inputs" in where and "redraw density of input tensor 1 inputs" not in where
+    div = _write(tmp_path, "int_div", "class Model(nn.Module):\n    def forward(self, a, b):\n"
+                 "        return torch.div(a, b, rounding_mode='floor')\n\n\n"
+                 "def get_inputs():\n    return [torch.randint(-1000, 1000, (64, 64)), torch.randint(1, 9, (64, 64)) * "
+                 "(torch.randint(0, 2, (64, 64)) * 2 - 1)]\n\n\ndef get_init_inputs():\n    return []\n")
+    _, where = _plan(div)  # divisors in [-8, 8] include 0 once redrawn: integer division raises; rows permuted instead
+    assert "redraw shuffle of input tensor 1 inputs" in where and "redraw range of input tensor 1 inputs" not in where
+
+
+# ----------------------------------------------------------------------------- outliers
+
+def test_outlier_transform_hand_computed_and_degenerate():
+    """k elements per last-dim row set to +-(the power of two nearest factor * row rms), at random positions."""
+    x = torch.tensor([[1.0, -1.0, 1.0, -1.0], [0.0, 0.0, 0.0, 0.0], [3.0, 4.0, 0.0, 0.0]])  # rms 1, 0 (-> 1), 2.5
+    out = C.transform([x], "outlier", 9, 16.0)[0]
+    g = torch.Generator().manual_seed(9)  # hand-computed: positions, then signs, from the transform's generator
+    pos = torch.rand((3, 4), generator=g).argsort(dim=1)[:, :2]
+    sgn = torch.randint(0, 2, (3, 2), generator=g) * 2 - 1
+    want = x.clone()
+    for r, mag in enumerate([16.0, 16.0, 32.0]):  # 16 * 2.5 = 40 -> the nearest power of two, 32
+        for c in range(2):
+            want[r, pos[r, c]] = mag * float(sgn[r, c])
+    assert torch.equal(out, want)
+    assert int((out != x).sum()) <= 6  # 2 per row, never more
+    assert C.ladder("outlier", [x]) == C.OUTLIER_LADDER and C.applies("outlier", [x])
+    assert not C.applies("outlier", [torch.tensor([1, 2])])
+    assert torch.equal(C.transform([torch.tensor([1, 2])], "outlier", 1)[0], torch.tensor([1, 2]))  # ints untouched
+    s = torch.tensor(2.0)
+    assert C.transform([s], "outlier", 1)[0] is s and C.transform([torch.zeros(0, 4)], "outlier", 1)[0].numel() == 0
+    h = C.transform([torch.full((2, 8), 100.0, dtype=torch.float16)], "outlier", 1, 1024.0)[0]
+    assert bool(torch.isfinite(h).all()) and float(h.abs().max()) == 2.0 ** 14  # capped: 65504 / 2 -> 2^14
