@@ -18,9 +18,11 @@ command line).
 
 Seeds run in different invocations (one per stop of a shared box) are merged with ``--merge FILE`` (the
 committed results of the earlier seeds): the two runs must have the same config except ``seeds``/``workers``,
-disjoint seeds, and the shared stages must agree exactly: the student's and the weak base's held-out
-evaluations (every metric), which the later run recomputes from scratch (the weak base is retrained by its
-heal SFT). Any difference is an error naming the metric: seeds trained from another weak base are not merged.
+disjoint seeds, and the shared stages must agree: the student's and the weak base's held-out evaluations,
+which the later run recomputes from scratch (the weak base is retrained by its heal SFT), within
+:data:`SHARED_RULE` (one held-out problem per rate; sampling on another CPU flips single samples). A larger
+difference is an error naming the metric: seeds trained from another weak base are not merged. The
+differences are kept in ``shared_stage_check``; the earlier run's evaluations of the shared stages are used.
 The merged file keeps each seed's commit under ``commits`` and recomputes the summary, verdicts, report and plot.
 
     python benchmarks/real_w2s_collect.py --commit a9fb608 --merge benchmarks/results/real_w2s.json \
@@ -123,6 +125,33 @@ PER_SEED = ("anatomy", "sar", "skipped", "cpu_seconds_per_seed")
 FREE_KEYS = {"seeds", "workers"}  # what may differ between the merged invocations
 
 
+SHARED_RULE = ("every rate metric of the student and the weak base (accuracies, pass@k, truncation) within one "
+               "held-out problem (1/eval_n, below what any verdict resolves), every length within 5%; standard "
+               "errors are derived and eval_seconds is a clock. Sampling on another CPU can flip single samples "
+               "(autocast bf16 kernels differ across CPUs), so exact equality is not required")
+
+
+def shared_difference(a: dict, b: dict, eval_n: int, name: str) -> dict:
+    """The shared stage ``name``'s two evaluations, compared by :data:`SHARED_RULE`; returns the differences,
+    exits naming the first metric outside the rule."""
+    diffs: dict = {}
+    for m in sorted(set(a) | set(b)):
+        if m == "eval_seconds" or m.endswith("_se"):
+            continue
+        if m not in a or m not in b:
+            raise SystemExit(f"merge: the shared stage {name!r} has {m!r} in only one run; merge runs of one recipe")
+        d = float(b[m]) - float(a[m])
+        diffs[m] = d
+        length = "length" in m
+        ok = abs(d) <= 0.05 * max(abs(float(a[m])), 1e-9) if length else abs(d) <= 1.0 / eval_n + 1e-12
+        if not ok:
+            raise SystemExit(f"merge: the shared stage {name!r} evaluates differently in the two runs ({m}: {a[m]} vs "
+                             f"{b[m]}, beyond {'5%' if length else f'1/eval_n = {1 / eval_n:g}'}): its seeds did not "
+                             "start from the same models; rerun every seed in one place")
+    return {"max_abs_rate_difference": max((abs(v) for k, v in diffs.items() if "length" not in k), default=0.0),
+            "differences": {k: v for k, v in diffs.items() if v != 0}}
+
+
 def _int_keys(d: dict) -> dict:
     return {int(k): v for k, v in d.items()}
 
@@ -146,13 +175,8 @@ def merge(cfg: R.RealW2SConfig, old: dict, new: dict) -> dict:
     so, sn = sorted(co["seeds"]), sorted(cn["seeds"])
     if set(so) & set(sn):
         raise SystemExit(f"merge: seeds {sorted(set(so) & set(sn))} are in both runs; merge disjoint seeds")
-    for name in SHARED:
-        a, b = old["evals"][name]["0"], new["evals"][name]["0"]
-        bad = sorted(m for m in set(a) | set(b) if m != "eval_seconds" and a.get(m) != b.get(m))
-        if bad:
-            raise SystemExit(f"merge: the shared stage {name!r} evaluates differently in the two runs ({bad[0]}: "
-                             f"{a.get(bad[0])} vs {b.get(bad[0])}; {len(bad)} metrics differ): its seeds did not "
-                             "start from the same models; rerun every seed in one place")
+    check = {name: shared_difference(old["evals"][name]["0"], new["evals"][name]["0"], cfg.eval_n, name)
+             for name in SHARED}
     seeds = sorted(so + sn)
     evals: dict = {}
     for name in [*old["evals"], *(n for n in new["evals"] if n not in old["evals"])]:
@@ -169,7 +193,8 @@ def merge(cfg: R.RealW2SConfig, old: dict, new: dict) -> dict:
     res = {**new, "commit": new["commit"], "commits": {**old_commits, **{str(s): new["commit"] for s in sn}},
            "commit_note": {"earlier seeds": old.get("commit_note"), "merge": (
                f"seeds {so} from the committed results, seeds {sn} run at {new['commit']}; the shared stages "
-               f"({', '.join(SHARED)}) were recomputed by the later run and agree exactly in every metric")},
+               f"({', '.join(SHARED)}) were recomputed by the later run and agree within shared_stage_check's rule; "
+               "the earlier run's evaluations of them are kept")},
            "config": R.to_dict(mcfg), "models": models, "evals": evals, "summary": R.summarize(evals),
            "verdicts": R.claims(mcfg, evals), "stage_seconds": times,
            "stage_seconds_sum": round(sum(R._secs(v) for v in times.values()), 1),
@@ -177,7 +202,7 @@ def merge(cfg: R.RealW2SConfig, old: dict, new: dict) -> dict:
            "wall_seconds": round(old["wall_seconds"] + new["wall_seconds"], 1),
            "invocations": [*old.get("invocations", []), *new.get("invocations", [])],
            "machine": {"earlier seeds": old["machine"], "later seeds": new["machine"]},
-           "shared_stage_check": {n: "identical in every metric (eval_seconds aside)" for n in SHARED}}
+           "shared_stage_check": {"rule": SHARED_RULE, **check}}
     for k in PER_SEED:
         res[k] = {**old.get(k, {}), **{str(s): v for s, v in new.get(k, {}).items()}}
     res["anatomy_control"] = old.get("anatomy_control") or new.get("anatomy_control")
