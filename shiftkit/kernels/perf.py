@@ -8,6 +8,13 @@ filter refuses ``prctl(PR_TASK_PERF_EVENTS_DISABLE)``. :class:`Attribution` maps
 the file mapped there, read by the parent from ``/proc/<pid>/maps`` (the kernel's view, not the worker's
 word): the candidate's own built extension (by device and inode), torch, the Python/C runtime, the kernel,
 or anything else (another library, code in anonymous or tmpfs memory).
+
+Two kinds of runtime code are judged by **who called them**, read from the sample's user registers and the top
+of its stack (``PERF_SAMPLE_REGS_USER``/``STACK_USER``) with the library's own DWARF call-frame information
+(:func:`unwind`): torch's bundled Sleef is runtime only when the candidate's code called it, and libm/libmvec are
+torch when torch's code called them (ATen's scalar kernels, the DEFAULT CPU capability); a caller that cannot be
+found counts as torch. (x86-64 only, and only for a Sampler opened with ``stacks``, as the sandbox's is:
+elsewhere no stack is sampled, Sleef stays torch and libm runtime.)
 """
 
 from __future__ import annotations
@@ -24,7 +31,17 @@ import time
 
 SYS_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}.get(os.uname().machine, -1)
 PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK = 1, 1
-PERF_SAMPLE_IP, PERF_SAMPLE_TID = 1, 2
+PERF_SAMPLE_IP, PERF_SAMPLE_TID, PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER = 1, 2, 1 << 12, 1 << 13
+# The caller of a sample in torch's Sleef is read from the sampled thread's user registers and the top of its stack
+# (x86-64 only: bp and sp, perf's register bits 6 and 7, written in that order). Sleef's frames are small: in torch
+# 2.13's libtorch_cpu the return address is at most 56 bytes above rsp where the CFA is rsp-based, and at most ~215
+# (AVX2 variants) or ~375 bytes (AVX-512) where a function realigns its stack (CFA = rbp + 16); 384 bytes cover
+# both. (Sleef's plain-AVX variants, used only on CPUs without AVX2, reach ~1 KB: a sample deeper than the copy
+# has no caller and stays torch.) Each sample is ~450 bytes (24 without): the ring holds ~1,150 samples per CPU,
+# ~58 ms of on-CPU time at 50 us; the worker's parent empties it every ~25 ms while a round runs.
+UNWIND = os.uname().machine == "x86_64"
+REGS_MASK = (1 << 6) | (1 << 7)
+STACK_DUMP = 384
 PERF_FLAG_FD_CLOEXEC = 8
 PERF_RECORD_LOST, PERF_RECORD_SAMPLE = 2, 9
 _REC = struct.Struct("<IHH")
@@ -51,13 +68,16 @@ _FLAG_INHERIT, _FLAG_EXCLUDE_HV = 1 << 1, 1 << 6
 _libc = None
 
 
-def _open(pid: int, cpu: int, period_ns: int) -> int:
+def _open(pid: int, cpu: int, period_ns: int, stacks: bool = False) -> int:
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
     a = _Attr()
     a.type, a.size, a.config = PERF_TYPE_SOFTWARE, ctypes.sizeof(_Attr), PERF_COUNT_SW_TASK_CLOCK
     a.sample_period, a.sample_type = period_ns, PERF_SAMPLE_IP | PERF_SAMPLE_TID
+    if stacks:
+        a.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER
+        a.sample_regs_user, a.sample_stack_user = REGS_MASK, STACK_DUMP
     a.flags = _FLAG_INHERIT | _FLAG_EXCLUDE_HV
     fd = _libc.syscall(SYS_PERF_EVENT_OPEN, ctypes.byref(a), pid, cpu, -1, PERF_FLAG_FD_CLOEXEC)
     if fd < 0:
@@ -76,23 +96,26 @@ def _cpus() -> list[int]:
 class Sampler:
     """Sampling events on ``pid`` and its future descendants, one ring buffer per CPU."""
 
-    def __init__(self, pid: int, period_ns: int = 50_000, pages: int = 128, cpus: list[int] | None = None):
+    def __init__(self, pid: int, period_ns: int = 50_000, pages: int = 128, cpus: list[int] | None = None,
+                 stacks: bool = False):
         self.period_ns = period_ns
+        self.stacks = stacks and UNWIND  # sample each thread's user bp, sp and stack top too (see STACK_DUMP)
         self.fds: list[int] = []
         self.maps: list[mmap.mmap] = []
         self.size = pages * PAGE
         self.lost = 0
         try:
             for cpu in (cpus if cpus is not None else _cpus()):
-                fd = _open(pid, cpu, period_ns)
+                fd = _open(pid, cpu, period_ns, self.stacks)
                 self.fds.append(fd)
                 self.maps.append(mmap.mmap(fd, (pages + 1) * PAGE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE))
         except BaseException:
             self.close()
             raise
 
-    def drain(self) -> list[tuple[int, int, int]]:
-        """Every sample since the last drain: (pid, tid, ip)."""
+    def drain(self) -> list[tuple]:
+        """Every sample since the last drain: (pid, tid, ip), or with ``stacks`` (pid, tid, ip, frame): ``frame``
+        is (sp, bp, the stack's top bytes from sp) for a sample in user code, else None (:func:`parse_sample`)."""
         out = []
         for m in self.maps:
             head = struct.unpack_from("<Q", m, 1024)[0]
@@ -103,8 +126,9 @@ class Sampler:
                 if size < _REC.size:
                     break
                 if typ == PERF_RECORD_SAMPLE and size >= _REC.size + _SAMPLE.size:
-                    ip, pid, tid = _SAMPLE.unpack(self._read(m, pos + _REC.size, _SAMPLE.size))
-                    out.append((pid, tid, ip))
+                    s = parse_sample(self._read(m, pos + _REC.size, size - _REC.size), self.stacks)
+                    if s is not None:
+                        out.append(s if self.stacks else s[:3])
                 elif typ == PERF_RECORD_LOST:
                     self.lost += struct.unpack("<QQ", self._read(m, pos + _REC.size, 16))[1]
                 pos += size
@@ -124,6 +148,33 @@ class Sampler:
         for fd in self.fds:
             os.close(fd)
         self.maps, self.fds = [], []
+
+
+def parse_sample(body: bytes, unwind: bool) -> tuple | None:
+    """Pure: (pid, tid, ip, frame) of a PERF_RECORD_SAMPLE's body (after its header), in the kernel's order for
+    our sample_type: u64 ip; u32 pid, tid; then, if ``unwind``, REGS_USER (u64 abi; u64 bp, sp if abi != 0)
+    and STACK_USER (u64 size; char data[size]; u64 dyn_size if size != 0; dyn_size bytes of data are the stack).
+    ``frame``: (sp, bp, stack bytes) or None (no user registers: a kernel thread; a short record; a kernel ip)."""
+    if len(body) < _SAMPLE.size:
+        return None
+    ip, pid, tid = _SAMPLE.unpack_from(body, 0)
+    frame = None
+    if unwind and len(body) >= 24 and ip < KERNEL_IP:
+        abi, = struct.unpack_from("<Q", body, 16)
+        j = 24
+        regs = None
+        if abi:
+            if len(body) < j + 16:
+                return pid, tid, ip, None
+            regs = struct.unpack_from("<QQ", body, j)
+            j += 16
+        if len(body) >= j + 8:
+            size, = struct.unpack_from("<Q", body, j)
+            j += 8
+            if size and len(body) >= j + size + 8 and regs is not None:
+                dyn, = struct.unpack_from("<Q", body, j + size)
+                frame = (regs[1], regs[0], bytes(body[j:j + min(dyn, size)]))
+    return pid, tid, ip, frame
 
 
 def problem() -> str:
@@ -159,6 +210,8 @@ _RUNTIME_SONAME = re.compile(r"(libc\.so\.6|libc-2\.\d+\.so|libm\.so\.6|libm-2\.
                              r"|libstdc\+\+\.so\.6(\.0\.\d+)?|libgomp\.so\.1(\.0\.0)?|libpthread\.so\.0|libpthread-2\.\d+\.so"
                              r"|libdl\.so\.2|libdl-2\.\d+\.so|librt\.so\.1|librt-2\.\d+\.so|libffi\.so\.[678](\.\d+)*)")
 _SYSTEM_LIB_DIRS = ("/usr/lib/", "/lib/", "/usr/lib64/", "/lib64/")
+# the math libraries, runtime only where torch's code did not call them (ATen's scalar kernels call libm)
+_MATH_SONAME = re.compile(r"libm\.so\.6|libm-2\.\d+\.so|libmvec\.so\.1|libmvec-2\.\d+\.so")
 _TORCH_GOMP = re.compile(r"libgomp(-[0-9a-f]+)?\.so\.1(\.0\.0)?")
 _INTERPRETER = re.compile(r"bin/python3(\.\d+)?|lib/libpython3\.\d+\.so(\.1\.0)?")
 _DYNLOAD_RUNTIME = frozenset(("_ctypes", "_socket", "select", "fcntl", "mmap", "_posixshmem", "_posixsubprocess", "_json",
@@ -238,21 +291,61 @@ def file_vaddr(loads: list[tuple[int, int, int]], file_off: int) -> int | None:
 
 def clean_file_pages(pid: int, lo: int, hi: int) -> bool:
     """True if no page of [lo, hi) in ``pid`` is anonymous (a copy-on-write copy, written or swapped): every
-    resident page is the file's own page cache. Read from /proc/pid/pagemap (bit 61: file page or shared
-    anonymous; bit 62: swapped; bit 63: present). Unreadable: False (fail closed)."""
+    resident page is the file's own page cache (:func:`shm.pagemap_entries`). Unreadable: False (fail closed)."""
+    from shiftkit.kernels.shm import PM_FILE, PM_PRESENT, PM_SWAPPED, pagemap_entries
+
     n = (hi - lo) // PAGE
     try:
-        with open(f"/proc/{pid}/pagemap", "rb") as f:
-            f.seek(lo // PAGE * 8)
-            data = f.read(8 * n)
+        entries = pagemap_entries(pid, lo // PAGE, n)
     except (OSError, OverflowError, ValueError):
         return False
-    if len(data) != 8 * n:
-        return False
-    for (e,) in struct.iter_unpack("<Q", data):
-        if e >> 62 and not e >> 61 & 1:  # present or swapped, and not a file page
-            return False
-    return True
+    return len(entries) == n and not any(e & (PM_PRESENT | PM_SWAPPED) and not e & PM_FILE for e in entries)
+
+
+NO_STACK = ()  # a sample from a Sampler without ``stacks``: no caller rule applies (libm stays runtime, Sleef torch)
+
+
+def _within(starts: list[int], ranges: list[tuple], v: int | None) -> bool:
+    i = bisect.bisect_right(starts, v) - 1 if v is not None else -1
+    return i >= 0 and ranges[i][0] <= v < ranges[i][1]
+
+
+UNWIND_FRAMES = 4  # Sleef frames followed up the stack (a Sleef entry point may call another Sleef function)
+DW_RSP, DW_RBP = 7, 6
+
+
+def unwind(ip: int, sp: int, bp: int, stack: bytes, rule, still_inside) -> int | None:
+    """Pure: the first return address out of the runtime code, read from a sampled stack with the library's
+    call-frame information. ``stack``: the thread's stack from ``sp`` up, as the kernel copied it at the sample;
+    ``rule(addr, first)``: the unwind row (lo, hi, cfa_reg, cfa_off, ra_off, bp_off) at ``addr`` (the sampled
+    ``ip`` if ``first``, else a return address), or None; ``still_inside(ra)``: the return address is in the
+    runtime code again (then one more frame is unwound). None where the unwind fails: no row, a word needed
+    outside the copied stack, or more than :data:`UNWIND_FRAMES` frames."""
+    base = sp
+    first = True
+    for _ in range(UNWIND_FRAMES):
+        r = rule(ip, first)
+        if r is None:
+            return None
+        _, _, reg, off, ra_off, bp_off = r
+        cfa = sp if reg == DW_RSP else bp if reg == DW_RBP else None
+        if cfa is None:  # another register, or an rbp an earlier frame could not restore
+            return None
+        cfa += off
+
+        def word(addr: int) -> int | None:
+            k = addr - base
+            return struct.unpack_from("<Q", stack, k)[0] if 0 <= k and k + 8 <= len(stack) else None
+
+        ra = word(cfa + ra_off)
+        if ra is None:
+            return None
+        if bp_off is not None:
+            bp = word(cfa + bp_off)  # None if outside the copy: needed only if a later frame's CFA is rbp-based
+        if not still_inside(ra):
+            return ra
+        ip, sp, first = ra, cfa, False
+    return None
 
 
 class AttributionLimit(Exception):
@@ -286,8 +379,16 @@ class Attribution:
         self.python_dirs = tuple(sorted({os.path.realpath(p) + "/" for p in (sys.base_prefix, sys.base_exec_prefix)}))
         self._maps: dict[int, tuple[list[int], list[tuple[int, int, str, str]]]] = {}
         self._torch_exec: dict[int, list[tuple[int, int, int, str]]] = {}  # per pid: libtorch_cpu's code mappings
+        self._math_exec: dict[int, list[tuple[int, int, int, str]]] = {}  # per pid: libm's and libmvec's
+        self._math_cfi: dict[str, tuple] = {}  # libm path -> (exec loads, row starts, rows)
         self._clean: dict[tuple[int, int], bool] = {}  # (pid, page) -> clean file page, this batch
-        self._torch_runtime: dict[str, tuple] = {}  # libtorch_cpu path -> (exec loads, range starts, ranges)
+        self._torch_runtime: dict[str, tuple] = {}  # libtorch_cpu path -> (exec loads, range starts, ranges, ...)
+        # Sleef samples by how their caller was found: the candidate's code (runtime), other code (torch), or
+        # not found (no unwind row, a stack copy too short, no registers: torch)
+        self.sleef_callers = {"candidate": 0, "other": 0, "failed": 0}
+        # libm/libmvec samples by their caller: torch's code (torch: ATen's scalar kernels call libm), other code
+        # (runtime), not found (torch)
+        self.math_callers = {"torch": 0, "other": 0, "failed": 0}
         self.counts = dict.fromkeys(CATEGORIES, 0)
         self.rounds: list[dict[str, int]] = []  # each kept batch's counts, in order (one per round)
         self.foreign_files: dict[str, int] = {}
@@ -342,6 +443,8 @@ class Attribution:
                     if (cat == "runtime" and path != "[vsyscall]"
                             and ("w" in parts[1] or not clean_file_pages(pid, lo, hi))):
                         cat, path = "foreign", f"[not a clean mapping of a runtime file] {path}"
+                    if cat == "runtime" and _MATH_SONAME.fullmatch(os.path.basename(path)):
+                        self._math_exec.setdefault(pid, []).append((lo, hi, int(parts[2], 16), path))
                     out.append((lo, hi, cat, path))
         except AttributionLimit:
             raise
@@ -359,59 +462,154 @@ class Attribution:
         out.sort()
         return [r[0] for r in out], out
 
-    def category(self, pid: int, ip: int) -> tuple[str, str]:
-        """The category of ``ip`` in ``pid``, from the maps read at this batch (see :meth:`add`)."""
+    def category(self, pid: int, ip: int, frame: tuple | None = NO_STACK) -> tuple[str, str]:
+        """The category of ``ip`` in ``pid``, from the maps read at this batch (see :meth:`add`); ``frame``:
+        the sample's (sp, bp, stack bytes), read to find the caller of a sample in Sleef or libm; None: the
+        sample has none (its caller is not found); NO_STACK: stacks were not sampled."""
         if ip >= KERNEL_IP:
             return "kernel", ""
         m = self._maps.get(pid)
         if m is None:
             m = self._maps[pid] = self._read_maps(pid)
         cat, path = lookup(m[0], m[1], ip)
-        if cat == "torch" and self._torch_runtime_code(pid, ip):
-            return "runtime", f"{path} [Sleef / fill kernel]"
+        if frame is not NO_STACK and cat == "runtime" and any(lo <= ip < hi for lo, hi, _, _ in self._math_exec.get(pid, ())):
+            caller = self._math_caller(pid, ip, frame)
+            self.math_callers[caller] += 1
+            if caller != "other":
+                return "torch", f"{path} [called by torch]" if caller == "torch" else f"{path} [caller not found]"
+            return cat, path
+        if cat == "torch":
+            kind = self._torch_runtime_code(pid, ip)
+            if kind == "fill":
+                return "runtime", f"{path} [fill kernel]"
+            if kind == "sleef":
+                caller = self._sleef_caller(pid, ip, frame)
+                self.sleef_callers[caller] += 1
+                if caller == "candidate":
+                    return "runtime", f"{path} [Sleef called by the candidate]"
+                return "torch", f"{path} [Sleef called by torch]" if caller == "other" else f"{path} [Sleef, caller not found]"
         return cat, path
 
-    def _torch_runtime_code(self, pid: int, ip: int) -> bool:
-        """``ip`` lies in torch's own runtime code (Sleef, the fill kernel: :mod:`torchsyms`), in a clean
-        (unmodified, file-backed) page of a read-only mapping of libtorch_cpu."""
-        for lo, hi, off, path in self._torch_exec.get(pid, ()):
-            if lo <= ip < hi:
-                break
-        else:
-            return False
+    def _torch_table(self, path: str) -> tuple:
         t = self._torch_runtime.get(path)
         if t is None:
             from shiftkit.kernels import torchsyms
 
             try:
-                ranges = torchsyms.runtime_ranges(path)
+                tab = torchsyms.library_table(path)
+                ranges, sleef, rows = tab["runtime"], tab["sleef"], tab["unwind"]
             except (OSError, subprocess.SubprocessError):
-                ranges = []  # unreadable: torch's code stays torch (fails towards rejection, never open)
-            t = self._torch_runtime[path] = (exec_loads(path), [r[0] for r in ranges], ranges)
-        loads, starts, ranges = t
-        v = file_vaddr(loads, ip - lo + off)
-        i = bisect.bisect_right(starts, v) - 1 if v is not None else -1
-        if i < 0 or not ranges[i][0] <= v < ranges[i][1]:
-            return False
+                ranges, sleef, rows = [], [], []  # unreadable: torch's code stays torch (fails towards rejection)
+            t = self._torch_runtime[path] = (exec_loads(path), [r[0] for r in ranges], ranges,
+                                             [r[0] for r in sleef], sleef, [r[0] for r in rows], rows)
+        return t
+
+    def _torch_code(self, pid: int, ip: int) -> tuple | None:
+        """(table, link-time address) of ``ip`` in a read-only mapping of libtorch_cpu, else None."""
+        for lo, hi, off, path in self._torch_exec.get(pid, ()):
+            if lo <= ip < hi:
+                t = self._torch_table(path)
+                v = file_vaddr(t[0], ip - lo + off)
+                return (t, v) if v is not None else None
+        return None
+
+    def _torch_runtime_code(self, pid: int, ip: int) -> str | None:
+        """"sleef" or "fill" where ``ip`` lies in torch's own runtime code (:mod:`torchsyms`), in a clean
+        (unmodified, file-backed) page of a read-only mapping of libtorch_cpu; else None."""
+        c = self._torch_code(pid, ip)
+        if c is None:
+            return None
+        t, v = c
+        if not _within(t[1], t[2], v):
+            return None
         page = ip & ~(PAGE - 1)
         if (pid, page) not in self._clean:
             self._clean[(pid, page)] = clean_file_pages(pid, page, page + PAGE)
-        return self._clean[(pid, page)]
+        if not self._clean[(pid, page)]:
+            return None
+        return "sleef" if _within(t[3], t[4], v) else "fill"
+
+    def _sleef_caller(self, pid: int, ip: int, frame: tuple | None) -> str:
+        """Who called the Sleef function holding ``ip``: "candidate" (a return address in the candidate's clean
+        code, through at most :data:`UNWIND_FRAMES` Sleef frames), "other", or "failed" (see :func:`unwind`)."""
+        if not frame:
+            return "failed"
+        sp, bp, stack = frame
+
+        def rule(addr: int, first: bool) -> tuple | None:
+            c = self._torch_code(pid, addr if first else addr - 1)  # a return address: the call is just before it
+            if c is None:
+                return None
+            t, v = c
+            i = bisect.bisect_right(t[5], v) - 1
+            return t[6][i] if i >= 0 and t[6][i][0] <= v < t[6][i][1] else None
+
+        ra = unwind(ip, sp, bp, stack, rule, lambda a: self._is_sleef(pid, a))
+        if ra is None:
+            return "failed"
+        m = self._maps[pid]
+        return "candidate" if lookup(m[0], m[1], ra - 1)[0] == "candidate" else "other"
+
+    def _math_code(self, pid: int, addr: int) -> tuple | None:
+        for lo, hi, off, path in self._math_exec.get(pid, ()):
+            if lo <= addr < hi:
+                t = self._math_cfi.get(path)
+                if t is None:
+                    from shiftkit.kernels import torchsyms
+
+                    try:
+                        rows = torchsyms.unwind_rows_from_file(path, [(0, 1 << 63)])
+                    except (OSError, ValueError, IndexError, struct.error):
+                        rows = []
+                    t = self._math_cfi[path] = (exec_loads(path), [r[0] for r in rows], rows)
+                v = file_vaddr(t[0], addr - lo + off)
+                return (t, v) if v is not None else None
+        return None
+
+    def _math_caller(self, pid: int, ip: int, frame: tuple | None) -> str:
+        """Who called the libm/libmvec function holding ``ip``: "torch" (a return address in torch's code, its
+        runtime code excepted), "other" (the candidate's or the runtime's code: the interpreter, libstdc++), or
+        "failed" (no unwind, see :func:`unwind`; or a return address anywhere else)."""
+        if frame is None:
+            return "failed"
+        sp, bp, stack = frame
+
+        def rule(addr: int, first: bool) -> tuple | None:
+            c = self._math_code(pid, addr if first else addr - 1)
+            if c is None:
+                return None
+            (_, starts, rows), v = c
+            i = bisect.bisect_right(starts, v) - 1
+            return rows[i] if i >= 0 and rows[i][0] <= v < rows[i][1] else None
+
+        ra = unwind(ip, sp, bp, stack, rule, lambda a: self._math_code(pid, a - 1) is not None)
+        if ra is None:
+            return "failed"
+        m = self._maps[pid]
+        cat = lookup(m[0], m[1], ra - 1)[0]
+        if cat == "torch" and self._torch_runtime_code(pid, ra - 1) is None:
+            return "torch"
+        # runtime only for a caller positively found in the candidate's or the runtime's code; a return address
+        # in unmapped or foreign memory (a wrong unwind, or foreign code, judged with torch anyway) is not
+        return "other" if cat in ("candidate", "runtime") else "failed"
+
+    def _is_sleef(self, pid: int, addr: int) -> bool:
+        return self._torch_runtime_code(pid, addr - 1) == "sleef"
 
     def add(self, samples: list[tuple[int, int, int]], keep: bool = True) -> dict[str, int]:
         """Attribute samples (taken while the tree is frozen, so its mappings are as they were); returns
         this batch's counts (added to the totals and to :attr:`rounds` if ``keep``). The maps are read afresh
         for every batch: nothing read at an earlier freeze is reused."""
-        self._maps, self._torch_exec, self._clean = {}, {}, {}
+        self._maps, self._torch_exec, self._math_exec, self._clean = {}, {}, {}, {}
         batch = dict.fromkeys(CATEGORIES, 0)
-        for k, (pid, _, ip) in enumerate(samples):
+        for k, s in enumerate(samples):
             if k & 4095 == 4095:
                 self._check_deadline()
-            cat, path = self.category(pid, ip)
+            cat, path = self.category(s[0], s[2], s[3] if len(s) > 3 else NO_STACK)
             batch[cat] += 1
             if cat == "foreign" and keep:
                 self.foreign_files[path] = self.foreign_files.get(path, 0) + 1
-        self._maps, self._torch_exec, self._clean = {}, {}, {}
+        self._maps, self._torch_exec, self._math_exec, self._clean = {}, {}, {}, {}
         if keep:
             for k, v in batch.items():
                 self.counts[k] += v

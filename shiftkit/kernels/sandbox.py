@@ -376,12 +376,13 @@ class Worker:
             a.sendall(b"P")
             payload = _recv_hello(a, wire.HELLO_PAYLOAD, deadline)
             self.pid = payload
-            self.sampler = perf.Sampler(payload, period_ns=sample_period_ns)
+            self.sampler = perf.Sampler(payload, period_ns=sample_period_ns, stacks=True)
             self.attribution = perf.Attribution(self.candidate_files, [os.path.join(self.dir, n) for n in candidate_so],
                                                 deadline)
             a.sendall(b"G")
             self.ch = wire.Channel(a.fileno(), max_blob=0)
             self.ch.idle = self._collect  # a long round: empty the sampling buffers while it runs (none lost)
+            self.ch.idle_s = 0.025  # a ring holds ~58 ms of one CPU's samples (perf.STACK_DUMP)
             self.frozen = False
         except (wire.ChannelTimeout, wire.ChannelClosed, wire.ProtocolError) as e:
             f = self._fail(str(e))

@@ -28,6 +28,7 @@ import ctypes
 import fcntl
 import mmap
 import os
+import struct
 from typing import Any
 
 ALIGN = 64
@@ -218,7 +219,21 @@ def vm_read(pid: int, pieces: list[tuple[int, int, int]]) -> None:
 
 
 PAGE = mmap.PAGESIZE
-_PRESENT, _SWAPPED, _EXCLUSIVE = 1 << 63, 1 << 62, 1 << 56
+# /proc/PID/pagemap: one little-endian u64 per virtual page (Documentation/admin-guide/mm/pagemap.rst)
+PM_PRESENT = 1 << 63  # the page is in RAM
+PM_SWAPPED = 1 << 62  # the page is in swap
+PM_FILE = 1 << 61  # a file page (page cache) or shared anonymous memory; clear: private anonymous (incl. COW copies)
+PM_EXCLUSIVE = 1 << 56  # the page is mapped by this process alone
+
+
+def pagemap_entries(pid: int, first_page: int, n: int) -> list[int]:
+    """The pagemap entries (``PM_*`` bits) of ``pid``'s pages ``first_page`` .. ``first_page + n - 1``, as many
+    as the file gives (fewer past the end of the address space). OSError (or ValueError, OverflowError for an
+    impossible page number) where it cannot be read."""
+    with open(f"/proc/{pid}/pagemap", "rb") as f:
+        f.seek(first_page * 8)
+        raw = f.read(8 * n)
+    return [e for (e,) in struct.iter_unpack("<Q", raw[:len(raw) // 8 * 8])]
 
 
 def page_written(entry: int) -> bool:
@@ -227,9 +242,9 @@ def page_written(entry: int) -> bool:
     page with contents is swapped). Not: absent (never touched: it would read as zeros through the parent's
     read), the shared zero page (read-faulted: present, never exclusive), or a copy-on-write page still
     shared with the zygote it was forked from (the zygote's bytes, not the worker's work)."""
-    if entry & _SWAPPED:
+    if entry & PM_SWAPPED:
         return True
-    return bool(entry & _PRESENT) and bool(entry & _EXCLUSIVE)
+    return bool(entry & PM_PRESENT) and bool(entry & PM_EXCLUSIVE)
 
 
 def spans_pages(pieces: list[tuple[int, int, int]], skip: list[tuple[int, int]] = ()) -> list[int]:
@@ -250,18 +265,14 @@ def unwritten_pages(pid: int, pieces: list[tuple[int, int, int]], skip: list[tup
     """(pages not written by ``pid``, pages checked) for the output ``pieces`` (see :func:`page_written`)."""
     pages = spans_pages(pieces, skip)
     bad = 0
-    with open(f"/proc/{pid}/pagemap", "rb", buffering=0) as f:
-        i = 0
-        while i < len(pages):  # runs of consecutive pages, one read each
-            j = i
-            while j + 1 < len(pages) and pages[j + 1] == pages[j] + 1 and j - i < 4095:
-                j += 1
-            f.seek(pages[i] * 8)
-            raw = f.read(8 * (j - i + 1))
-            n = len(raw) // 8
-            bad += sum(not page_written(int.from_bytes(raw[8 * k:8 * k + 8], "little")) for k in range(n))
-            bad += (j - i + 1) - n
-            i = j + 1
+    i = 0
+    while i < len(pages):  # runs of consecutive pages, one read each
+        j = i
+        while j + 1 < len(pages) and pages[j + 1] == pages[j] + 1 and j - i < 4095:
+            j += 1
+        entries = pagemap_entries(pid, pages[i], j - i + 1)
+        bad += sum(not page_written(e) for e in entries) + (j - i + 1) - len(entries)
+        i = j + 1
     return bad, len(pages)
 
 

@@ -17,7 +17,11 @@ _CFLAG_OK = re.compile(r"-O[0-3s]?|-Ofast|-ffast-math|-funsafe-math-optimization
                        r"|-march=native|-mtune=native|-m(?:avx|avx2|avx512(?:f|cd|bw|dq|vl|vnni)|fma|f16c|sse[234]?(?:\.[12])?|ssse3|bmi2?|popcnt|lzcnt)"
                        r"|-fopenmp|-fopenmp-simd|-pthread|-funroll-loops|-fno-unroll-loops|-ftree-vectorize|-fno-tree-vectorize|-fstrict-aliasing"
                        r"|-fomit-frame-pointer|-fno-exceptions|-fno-rtti|-fPIC|-std=(?:c|gnu)\+\+(?:11|14|17|20)|-std=(?:c|gnu)(?:99|11|17)"
-                       r"|-D[A-Za-z_]\w{0,63}(?:=[A-Za-z0-9_.]{0,64})?|-U[A-Za-z_]\w{0,63}|-W(?:all|extra|error|no-[a-z][a-z0-9-]{0,40})|-w|-g|-g[0-3]")
+                       r"|-D[A-Za-z_]\w{0,63}(?:=[A-Za-z0-9_.]{0,64})?|-U[A-Za-z_]\w{0,63}|-w|-g|-g[0-3]")
+# Warning options (``-W[no-][error=]name[=value]``) only change the diagnostics. The name has no comma, so the
+# linker, assembler and preprocessor pass-through (``-Wl,``, ``-Wa,``, ``-Wp,``) never matches; a name GCC does not
+# know fails the build, nothing else. ``-Werror`` only turns the candidate's own warnings into build errors.
+_WARNING = re.compile(r"-W(?:no-)?(?:error=)?[a-z][a-z0-9+-]{1,63}(?:=[A-Za-z0-9_.+-]{1,32})?")
 _CUDAFLAG_OK = re.compile(r"-O[0-3]|-arch=sm_\d{2,3}a?|-gencode=arch=compute_\d{2,3}a?,code=sm_\d{2,3}a?|--expt-relaxed-constexpr"
                           r"|--expt-extended-lambda|-lineinfo|-std=c\+\+(?:14|17|20)|-D[A-Za-z_]\w{0,63}(?:=[A-Za-z0-9_.]{0,64})?"
                           r"|--use_fast_math|-Xptxas=-v|--ptxas-options=-v")
@@ -53,7 +57,7 @@ REFUSED = {"-ffinite-math-only": "inf and NaN keep their IEEE meaning in every b
 def disallowed_flags(cflags: list[str], cuda_cflags: list[str] = (), ldflags: list[str] = ()) -> list[str]:
     """Pure: candidate flags not on the allowlist (each must match whole)."""
     bad = [f for f in cflags if not isinstance(f, str) or f in REFUSED
-           or not (_CFLAG_OK.fullmatch(f) or codegen_flag(f))]
+           or not (_CFLAG_OK.fullmatch(f) or codegen_flag(f) or _WARNING.fullmatch(f))]
     bad += [f for f in cuda_cflags if not isinstance(f, str) or not _CUDAFLAG_OK.fullmatch(f)]
     bad += [f for f in ldflags if not isinstance(f, str) or not _LDFLAG_OK.fullmatch(f)]
     return [str(b)[:100] for b in bad]

@@ -306,6 +306,10 @@ def warm_up() -> None:
     """Run once in the zygote, so every forked worker inherits warm state (the first dispatch-mode entry
     alone costs ~2 s of lazy imports). Single-threaded: no OpenMP pool exists when the zygote forks."""
     torch.set_num_threads(1)
+    # ATen picks its vector kernels (DEFAULT / AVX2 / AVX512) once per process, through cpuinfo, which reads
+    # /proc/cpuinfo: a candidate's /proc is an empty tmpfs, so a worker deciding for itself would run every
+    # torch op of the candidate on the scalar DEFAULT kernels (measured). Decided here, inherited by every fork.
+    torch.backends.cpu.get_cpu_capability()
     from shiftkit.kernels import blocking, runtime  # noqa: F401
 
     with blocking.make_blocker():

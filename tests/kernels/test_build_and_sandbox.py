@@ -65,3 +65,55 @@ def test_harness_survives_a_crash():
     evaluate(RS, HERE / "segfault.py", EvalConfig(profile=False))
     r = evaluate(RS, SOLUTIONS / "rowsum_scale" / "correct.py", EvalConfig(profile=False))
     assert r.correct, r.reason
+
+
+CAPABILITY = '''import torch
+import torch.nn as nn
+from shiftkit.kernels.runtime import load_c
+
+lib = load_c(name="cp", source=r"""
+#include <cstdint>
+extern "C" void cp(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = x[i]; }
+""")
+CAP = torch.backends.cpu.get_cpu_capability()
+
+
+class ModelNew(nn.Module):
+    def __init__(self, *a):
+        super().__init__()
+        if CAP != WANT:
+            raise RuntimeError(f"torch's CPU capability in the worker: {CAP}, the parent's: {WANT}")
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        lib.cp(x, y, x.numel())
+        return y
+'''
+COPY_PROBLEM = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x.clone()
+
+
+def get_inputs():
+    return [torch.randn(64, 64)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_candidate_torch_runs_the_parents_cpu_capability(tmp_path):
+    """A candidate's /proc is an empty tmpfs, and ATen picks its vector kernels through cpuinfo, which reads
+    /proc/cpuinfo: the zygote decides the capability before it forks, so a candidate's torch ops run the
+    machine's AVX2/AVX512 kernels as the baselines do, not the scalar DEFAULT ones (measured before the fix)."""
+    import torch
+
+    (tmp_path / "p.py").write_text(COPY_PROBLEM)
+    (tmp_path / "s.py").write_text(CAPABILITY.replace("WANT", repr(torch.backends.cpu.get_cpu_capability())))
+    r = evaluate(load_problem(tmp_path / "p.py"), load_solution(tmp_path / "s.py"), EvalConfig(profile=False, trials=1))
+    assert r.correct, r.reason

@@ -283,3 +283,17 @@ def test_lean_functions_return_their_scalar(tmp_path):
     assert lib.any_neg(x, 4) is True and lib.any_neg(x.abs(), 4) is False
     with pytest.raises(TypeError, match="structure_type"):
         lib.both(1.0)
+
+
+def test_warning_flags_pass_and_pass_through_does_not():
+    """redteam4 hn16 built with -Wshadow: every -W warning option passes (with no-, error=, a =value); the
+    linker, assembler and preprocessor pass-through (-Wl, -Wa, -Wp, with a comma) never does, nor a warning
+    flag on the link line."""
+    from shiftkit.kernels import static
+    ok = ["-Wshadow", "-Wall", "-Wextra", "-Werror", "-Werror=shadow", "-Wno-error=shadow", "-Wno-unused-variable",
+          "-Wshadow=local", "-Wformat=2", "-Wconversion", "-Wdouble-promotion", "-Wc++-compat", "-Wno-unused"]
+    assert static.disallowed_flags(ok) == []
+    bad = ["-Wl,-rpath,/tmp", "-Wa,-x", "-Wp,-include,/etc/passwd", "-Wl,--wrap=expf", "-Wl,", "-W", "-Wl", "-Wa",
+           "-Wp", "-Wshadow;id", "-W/tmp/x", "-Wshadow=/tmp/x", "-Wshadow,x", "-Werror=", "-W shadow"]
+    assert static.disallowed_flags(bad) == bad
+    assert static.disallowed_flags([], [], ["-Wshadow"]) == ["-Wshadow"]  # not a link flag

@@ -66,3 +66,30 @@ def test_unwritten_pages_of_a_real_child():
         os.waitpid(pid, 0)
         for fd in (r, w, r2, w2):
             os.close(fd)
+
+
+def test_pagemap_entries_one_reader_with_named_bits():
+    """The one pagemap reader (shm.pagemap_entries) serves the output-page check and the attribution's clean-page
+    check (perf.clean_file_pages): its named bits are the kernel's, on this process's own pages."""
+    import ctypes
+
+    assert (shm.PM_PRESENT, shm.PM_SWAPPED, shm.PM_FILE, shm.PM_EXCLUSIVE) == (P, S, F, X)
+    m = mmap.mmap(-1, 3 * shm.PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    m[0:1] = b"x"  # the first page written, the second untouched, the third read-faulted (the zero page)
+    _ = m[2 * shm.PAGE]
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    e = shm.pagemap_entries(os.getpid(), addr // shm.PAGE, 3)
+    assert len(e) == 3
+    assert e[0] & shm.PM_PRESENT and e[0] & shm.PM_EXCLUSIVE and not e[0] & shm.PM_FILE
+    assert not e[1] & (shm.PM_PRESENT | shm.PM_SWAPPED)
+    assert [shm.page_written(x) for x in e] == [True, False, False]
+    libc_text = ctypes.cast(ctypes.CDLL(None).printf, ctypes.c_void_p).value  # libc's code: a clean file page
+    (t,) = shm.pagemap_entries(os.getpid(), libc_text // shm.PAGE, 1)
+    assert t & shm.PM_PRESENT and t & shm.PM_FILE
+    from shiftkit.kernels import perf
+
+    page = libc_text & ~(shm.PAGE - 1)
+    assert perf.clean_file_pages(os.getpid(), page, page + shm.PAGE)
+    assert not perf.clean_file_pages(os.getpid(), addr, addr + shm.PAGE)  # a written anonymous page
+    assert not perf.clean_file_pages(-1, page, page + shm.PAGE)  # unreadable: fails closed
+    m.close()

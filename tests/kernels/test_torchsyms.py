@@ -57,23 +57,105 @@ def test_sleef_is_a_link_class_of_torch_bindings_only():
     assert symbols.forbidden_imports(["Sleef_expf8_u10"], "c", {}) == ["Sleef_expf8_u10"]  # lean builds do not link torch
 
 
-def test_attribution_counts_sleef_as_runtime_and_other_torch_code_as_torch(tmp_path, monkeypatch):
-    """This process's own libtorch_cpu mapping: an instruction in Sleef_expf8_u10 is runtime, one in an
-    exported BLAS routine of the same library (CAXPY) stays torch, and one in Sleef whose page is no longer
-    the file's (copy-on-write after a write) would be foreign to the runtime: checked by the page test."""
+def test_attribution_counts_fill_as_runtime_and_sleef_only_with_a_candidate_caller(tmp_path, monkeypatch):
+    """This process's own libtorch_cpu mapping: an instruction in the fill kernel is runtime; one in
+    Sleef_expf8_u10 with no sampled stack (its caller cannot be found) stays torch, as does one in an exported
+    BLAS routine of the same library (CAXPY); a fill page that is not a clean file page does not count as
+    runtime (the page test)."""
     import ctypes
 
     from shiftkit.kernels import perf
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+    path = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
+    lib = ctypes.CDLL(path)
     sleef = ctypes.cast(lib.Sleef_expf8_u10, ctypes.c_void_p).value
     blas = ctypes.cast(lib.CAXPY, ctypes.c_void_p).value
+    from elftools.elf.elffile import ELFFile
+
+    with open(path, "rb") as f:
+        base = sleef - ELFFile(f).get_section_by_name(".dynsym").get_symbol_by_name("Sleef_expf8_u10")[0]["st_value"]
+    sleef_r = torchsyms.sleef_ranges(path)
+    fill = next(lo for lo, hi in torchsyms.runtime_ranges(path)
+                if not any(a <= lo < b for a, b in sleef_r)) + base
     a = perf.Attribution(set())
     me = os.getpid()
-    batch = a.add([(me, 0, sleef + 4), (me, 0, blas + 4)])
-    assert batch["runtime"] == 1 and batch["torch"] == 1, batch
-    # the page check: a Sleef page that is not a clean file page does not count as runtime
+    batch = a.add([(me, 0, sleef + 4), (me, 0, blas + 4), (me, 0, fill)])
+    assert batch["runtime"] == 1 and batch["torch"] == 2, batch
+    assert a.sleef_callers == {"candidate": 0, "other": 0, "failed": 1}
     monkeypatch.setattr(perf, "clean_file_pages", lambda pid, lo, hi: False)
     a2 = perf.Attribution(set())
-    assert a2.add([(me, 0, sleef + 4)])["runtime"] == 0
+    assert a2.add([(me, 0, fill)])["runtime"] == 0
+
+
+def _uleb(n):
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _eh(insns, eh_addr=0x800, start=0x1000, size=0x40):
+    """A CIE (zR, pcrel sdata4, CFA = rsp + 8, RA at CFA - 8) and one FDE for [start, start + size) running
+    ``insns``: (section bytes, the FDE's offset)."""
+    import struct
+
+    cie_body = b"\0\0\0\0" + b"\x01" + b"zR\0" + _uleb(1) + b"\x78" + b"\x10" + _uleb(1) + b"\x1b" \
+        + b"\x0c\x07\x08" + b"\x90\x01"
+    cie_body += b"\0" * (-(len(cie_body) + 4) % 4)
+    cie = struct.pack("<I", len(cie_body)) + cie_body
+    fde_at = len(cie)
+    pc_field = eh_addr + fde_at + 8
+    body = struct.pack("<i", fde_at + 4) + struct.pack("<i", start - pc_field) + struct.pack("<i", size) + _uleb(0) + insns
+    body += b"\0" * (-(len(body) + 4) % 4)
+    return cie + struct.pack("<I", len(body)) + body, fde_at
+
+
+def test_fde_rows_remember_and_restore_state_restore_the_cfa():
+    """An early return inside a function: remember_state, the epilogue's CFA = rsp + 8, restore_state: the CFA
+    after it is the body's again (rsp + 16; a restored state that kept the epilogue's CFA would read the return
+    address from the wrong slot)."""
+    insns = b"\x41" + b"\x0e\x10" + b"\x86\x02" + b"\x43" + b"\x0a" + b"\x0e\x08" + b"\x41" + b"\x0b" + b"\x42"
+    eh, at = _eh(insns)
+    assert torchsyms.fde_rows(eh, 0x800, at) == [
+        (0x1000, 0x1001, 7, 8, -8, None), (0x1001, 0x1004, 7, 16, -8, -16), (0x1004, 0x1005, 7, 8, -8, -16),
+        (0x1005, 0x1007, 7, 16, -8, -16), (0x1007, 0x1040, 7, 16, -8, -16)]
+
+
+def test_fde_rows_hand_computed():
+    """A CIE (zR, pcrel sdata4, CFA = rsp + 8, RA at CFA - 8) and an FDE for [0x1000, 0x1040): push rbp at +4
+    (CFA = rsp + 16, rbp at CFA - 16), a 48-byte frame at +0x24 (CFA = rsp + 64)."""
+    import struct
+
+    eh_addr = 0x800
+    cie_body = b"\0\0\0\0" + b"\x01" + b"zR\0" + _uleb(1) + b"\x78" + b"\x10" + _uleb(1) + b"\x1b" \
+        + b"\x0c\x07\x08" + b"\x90\x01"
+    cie_body += b"\0" * (-(len(cie_body) + 4) % 4)
+    cie = struct.pack("<I", len(cie_body)) + cie_body
+    fde_at = len(cie)
+    pc_field = eh_addr + fde_at + 8
+    insns = b"\x44" + b"\x0e\x10" + b"\x86\x02" + b"\x60" + b"\x0e\x40"
+    body = struct.pack("<i", fde_at + 4) + struct.pack("<i", 0x1000 - pc_field) + struct.pack("<i", 0x40) + _uleb(0) + insns
+    body += b"\0" * (-(len(body) + 4) % 4)
+    eh = cie + struct.pack("<I", len(body)) + body
+    assert torchsyms.fde_rows(eh, eh_addr, fde_at) == [
+        (0x1000, 0x1004, 7, 8, -8, None), (0x1004, 0x1024, 7, 16, -8, -16), (0x1024, 0x1040, 7, 64, -8, -16)]
+    # a CFA given by a DWARF expression leaves its addresses without a row (no unwind there: torch)
+    eh2 = bytearray(eh)
+    k = fde_at + 17 + 6  # the FDE's header is 17 bytes; def_cfa_offset 64 is its program's seventh byte
+    assert eh2[k:k + 2] == b"\x0e\x40"
+    eh2[k:k + 2] = b"\x0f\x00"  # def_cfa_expression of length 0 in place of def_cfa_offset 64
+    assert torchsyms.fde_rows(bytes(eh2), eh_addr, fde_at) == [
+        (0x1000, 0x1004, 7, 8, -8, None), (0x1004, 0x1024, 7, 16, -8, -16)]
+
+
+def test_unwind_rows_of_the_installed_library_cover_sleef(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(torchsyms, "_MEMO", {})
+    lib = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
+    sleef, rows = torchsyms.sleef_ranges(lib), torchsyms.unwind_rows(lib)
+    total = sum(hi - lo for lo, hi in sleef)
+    assert sum(r[1] - r[0] for r in rows) > 0.9 * total  # nearly every Sleef byte has a row
+    assert all(any(lo <= r[0] and r[1] <= hi for lo, hi in sleef) for r in rows)  # and only Sleef's
