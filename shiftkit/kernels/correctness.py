@@ -7,6 +7,11 @@ at every scale. The budget is per dtype: float64 (and complex128) far tighter th
 so an fp64 problem computed in fp32 fails; complex numbers compare by complex magnitude. NaN must sit where
 the reference has NaN and infinities must match exactly. Integer and bool outputs compare exactly.
 
+**Python-float leaves** (``.item()`` outputs) are held to the precision the reference computed them in
+(:func:`leaf_dtypes`): the dtype of the tensor the leaf was read from, loosened where the reference's own error
+against its float64 twin (inputs and weights in float64) or a downcast inside it says it is less precise; never the
+widest input dtype alone (a float32 mean of bfloat16 inputs is float32-accurate).
+
 **Transforms.** Beyond the problem's own input distribution the checked rounds use transforms that cover
 the domain, both ways: sign flips; scaling up by the largest of 2^5, 2^4, ..., 2^1 on which the reference is
 well defined (so an input range that overflows at 2^5 is still widened), starting at 2^10 when an input is
@@ -133,11 +138,12 @@ def mismatches(expected, actual, atol: float, rtol: float) -> tuple[int, float]:
 
 
 def compare(expected: Any, actual: Any, preset: str = "default", atol: float | None = None, rtol: float | None = None,
-            path: str = "out", reduced_precision: bool = False, leaf_dtype: str = "float64") -> tuple[str | None, str, float]:
+            path: str = "out", reduced_precision: bool = False, leaf_dtype: Any = "float64") -> tuple[str | None, str, float]:
     """Compare nested outputs. Returns (finding code or None, message, max abs diff). Exact container
     types, shapes and dtypes; values with :func:`mismatches`. A Python-float leaf gets the budget of
-    ``leaf_dtype``, the precision the reference computed it in (see :func:`leaf_dtype_of`): a float32 mean
-    returned with ``.item()`` is float32-accurate, whatever Python's float can hold."""
+    ``leaf_dtype``, the precision the reference computed it in (see :func:`leaf_dtypes`): a float32 mean
+    returned with ``.item()`` is float32-accurate, whatever Python's float can hold. ``leaf_dtype`` is one
+    dtype name for every leaf, or a mapping from a leaf's path (``"out"``, ``"out[1]"``) to its dtype name."""
     import torch
 
     if type(actual) is not type(expected):
@@ -180,7 +186,8 @@ def compare(expected: Any, actual: Any, preset: str = "default", atol: float | N
             worst = max(worst, d)
         return None, "", worst
     if isinstance(expected, float):
-        a, r = tolerance_for(leaf_dtype, preset, atol, rtol, reduced_precision)
+        d = leaf_dtype if isinstance(leaf_dtype, str) else leaf_dtype.get(path, "float64")
+        a, r = tolerance_for(d, preset, atol, rtol, reduced_precision)
         ok = abs(actual - expected) <= a * abs(expected) + r * abs(expected) or (math.isnan(actual) and math.isnan(expected)) \
             or actual == expected
         return (None, "", abs(actual - expected)) if ok else ("output_mismatch", f"{path}: {actual} != {expected}", abs(actual - expected))
@@ -514,6 +521,132 @@ def leaf_dtype_of(*trees: Any) -> str:
              for n in [str(t.dtype).replace("torch.", "")]}
     known = [order.index(n) for n in names if n in order]
     return order[max(known)] if known else "float64"
+
+
+LEAF_SAFETY = 8.0  # the measured error of a Python-float leaf must fit its budget this many times over
+
+
+def _looser(a: str | None, b: str | None, preset: str = "default") -> str | None:
+    """Pure: of two dtype names, the one with the larger budget (``atol + rtol``; ties: ``a``); None is ignored."""
+    if a is None or b is None:
+        return b if a is None else a
+    return b if sum(tolerance_for(b, preset)) > sum(tolerance_for(a, preset)) else a
+
+
+def float_leaves(x: Any, path: str = "out"):
+    """The Python-float leaves of a nested output as (path, value), paths as :func:`compare` writes them."""
+    if isinstance(x, float):
+        yield path, x
+    elif isinstance(x, (list, tuple)):
+        for i, v in enumerate(x):
+            yield from float_leaves(v, f"{path}[{i}]")
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            yield from float_leaves(v, f"{path}[{k!r}]")
+
+
+def _leaf_at(x: Any, path: str, root: str = "out") -> Any:
+    return dict(float_leaves(x, root)).get(path) if x is not None else None
+
+
+def measured_dtype(e: float, e64: Any, preset: str = "default", safety: float = LEAF_SAFETY) -> str | None:
+    """Pure: the dtype with the tightest budget (float64, float32, float16, bfloat16) that covers ``safety``
+    times the reference's own error ``|e - e64|`` (``e64``: the same leaf with inputs and weights in float64),
+    bfloat16 where none does; None where ``e64`` is not a finite float (no float64 reference)."""
+    if not isinstance(e64, float) or not math.isfinite(e64) or not math.isfinite(e):
+        return None
+    err = safety * abs(e - e64)
+    for d in sorted(("float64", "float32", "float16", "bfloat16"), key=lambda n: sum(tolerance_for(n, preset))):
+        a, r = tolerance_for(d, preset)
+        if err <= (a + r) * abs(e):
+            return d
+    return "bfloat16"
+
+
+def source_dtype(e: float, sources: list) -> str | None:
+    """Pure: the dtype of the tensor a Python-float leaf was read from. ``sources``: ``(dtype name, value)`` of
+    every floating tensor the reference read as a Python number (:func:`scalar_sources`), in order: the last one
+    whose value is the leaf's; where none is (the leaf was computed from them in Python), the one with the
+    largest budget; None where there are none."""
+    fl = [(d, v) for d, v in sources if d in ("float64", "float32", "float16", "bfloat16") and v is not None]
+    for d, v in reversed(fl):
+        if v == e:
+            return d
+    out = None
+    for d, _ in fl:
+        out = _looser(out, d)
+    return out
+
+
+def leaf_dtypes(refs: list, refs64: list, sources: list, fallback: str, preset: str = "default",
+                safety: float = LEAF_SAFETY) -> dict[str, str]:
+    """Pure: for every Python-float leaf of the reference's outputs ``refs`` (one per trial; ``refs64``: the
+    same with inputs and weights in float64, None where that raised), the dtype whose budget it is held to: the
+    looser of the dtype of the tensor it was read from (:func:`source_dtype` over ``sources``, the first
+    trial's reads: a leaf is never more precise than that) and the dtype measured from the reference's own
+    error against float64 (:func:`measured_dtype`, the loosest over the trials: a reduced-precision step the
+    source's dtype hides, ``x.sum().float()`` of bfloat16 ``x``, is measured), and never tighter than a
+    downcast inside the reference (``(dtype, None)`` in ``sources``: the float64 twin casts too, so
+    ``x.bfloat16().sum().float()`` is not measured but recorded). A leaf with no source (not read by
+    ``.item()``/``float()``) stands in ``fallback`` for it (the widest floating dtype of inputs and weights,
+    :func:`leaf_dtype_of`); where no leaf has a float64 twin (the reference raises in float64), the looser of
+    the source's dtype and ``fallback`` (the rule before the measurement)."""
+    out: dict[str, str] = {}
+    for path, e in float_leaves(refs[0]) if refs else ():
+        meas = None
+        for r, r64 in zip(refs, refs64):
+            v = _leaf_at(r, path)
+            if isinstance(v, float):
+                meas = _looser(meas, measured_dtype(v, _leaf_at(r64, path), preset, safety), preset)
+        src = source_dtype(e, sources)
+        if meas is None:  # no float64 reference: the source's dtype, never tighter than the inputs' widest
+            d = _looser(src, fallback, preset)
+        else:
+            d = _looser(src if src is not None else fallback, meas, preset)
+        for c, v in sources:  # a downcast inside the reference: the twin casts too, so it is not measured
+            if v is None and c in ("float64", "float32", "float16", "bfloat16"):
+                d = _looser(d, c, preset)
+        out[path] = d
+    return out
+
+
+def scalar_sources(fn, *args) -> tuple[Any, list]:
+    """``fn(*args)`` with a record, in order, of every floating tensor it read as a Python number
+    (``aten._local_scalar_dense``: ``.item()``, ``float()``) as ``(dtype name, value)``, and of every downcast
+    (an op whose floating output has a looser budget than its widest floating input: ``.bfloat16()``, a copy
+    into a narrower tensor) as ``(output dtype name, None)``: a precision the float64 twin cannot measure,
+    because it casts too. The values are not changed."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    seen: list = []
+
+    def name(t) -> str:
+        n = str(t.dtype).replace("torch.", "")
+        return _REAL_OF.get(n, n)
+
+    def floats(x) -> list:
+        return [t for t in tree_leaves(x) if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())]
+
+    class _Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func is torch.ops.aten._local_scalar_dense.default:
+                if isinstance(args[0], torch.Tensor) and (args[0].is_floating_point() or args[0].is_complex()):
+                    seen.append((name(args[0]), out))
+                return out
+            ins = [name(t) for t in floats((args, kwargs))]
+            if ins:
+                tightest = min(sum(tolerance_for(n)) for n in ins)
+                for t in floats(out):
+                    if sum(tolerance_for(name(t))) > tightest:
+                        seen.append((name(t), None))
+            return out
+
+    with _Record():
+        res = fn(*args)
+    return res, seen
 
 
 def has_int(x: Any) -> bool:

@@ -645,15 +645,30 @@ class _Evaluation:
         model = self.model
         rounds = []
         with torch.no_grad():
+            sources: list = []
             for k in range(c.trials):
                 x = p.inputs(self.seed("trial", k))
-                rounds.append({"kind": "own", "where": f"trial {k}", "inputs": x, "expected": self.reference(x)})
-            self.leaf_dtype = C.leaf_dtype_of(rounds[0]["inputs"], list(model.state_dict().values()))
-            if c.transforms:
+                exp = None
+                if k == 0:  # which floating tensors the reference read as Python numbers, and their dtypes
+                    try:
+                        exp, sources = C.scalar_sources(self.reference, x)
+                    except Exception:  # noqa: BLE001 - not under the recording mode: no sources (the widest rule)
+                        exp, sources = None, []
+                if exp is None:
+                    exp = self.reference(x)
+                rounds.append({"kind": "own", "where": f"trial {k}", "inputs": x, "expected": exp})
+            widest = C.leaf_dtype_of(rounds[0]["inputs"], list(model.state_dict().values()))
+            leaves = any(True for _ in C.float_leaves(rounds[0]["expected"]))
+            if c.transforms or leaves:
                 try:
                     self.m64 = copy.deepcopy(model).double()
                 except Exception:  # noqa: BLE001
                     self.m64 = None
+            # a Python-float leaf is held to the precision the reference computed it in, measured against the
+            # float64 reference on the own trials and never tighter than the tensor it was read from
+            self.leaf_dtype = C.leaf_dtypes([r["expected"] for r in rounds], [self._reference64(r["inputs"]) for r in rounds],
+                                            sources, widest, c.tolerance) if leaves else widest
+            if c.transforms:
                 base = rounds[0]
                 for i, name in enumerate(C.TRANSFORMS):
                     if name == "sparse" and C.all_discrete(base["expected"]):
@@ -756,6 +771,18 @@ class _Evaluation:
 
         with torch.no_grad():
             return _cpu(self.model(*_to(x, self.device)))
+
+    def _reference64(self, x):
+        """The float64 reference's output on ``x`` (inputs and weights in float64), or None where it has none."""
+        import torch
+
+        if self.m64 is None:
+            return None
+        try:
+            with torch.no_grad():
+                return _cpu(self.m64(*_to(_double(x), self.device)))
+        except Exception:  # noqa: BLE001 - the model has no fp64 path
+            return None
 
     def _well_defined(self, m64, x, exp) -> bool:
         import torch

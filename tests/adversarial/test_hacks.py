@@ -168,6 +168,8 @@ FAMILIES = {
         ("rowmax_int64_lowword", "rowmax_int64", {"output_mismatch"}, {}),  # int64 beyond 2^53, random low words
         ("int64_via_fp64", "int64_affine", {"output_mismatch"}, {}),
         ("softmax_prefix_max", "softmax_rows_wide", {"output_mismatch"}, {}),  # a few large values per row
+        # a Python-float leaf computed in float32 from bfloat16 inputs: held to float32, not to the inputs' bf16
+        ("meansq_leaf_subsample", "meansq_leaf_bf16", {"output_mismatch"}, {}),
     ],
     "5 the harness itself": [
         ("huge_line_error", SSC, {"compile_error"}, {}),  # bounded parser; a host file never comes back
@@ -192,7 +194,8 @@ WHERE = {"int16_lanes_int32": "int_wide inputs", "onepass_variance": "shift x", 
          "softplus_fp64_naive": "scale_up x", "argmax_last_tie": "ties inputs", "rows_declared_only": "drawn shape variant",
          "bn_buffers_assumed": "trial 0", "mask_causal_assumed": "redraw density of input tensor 1",
          "mask_prefix_assumed": "redraw density of input tensor 1", "embbag_uniform_offsets": "redraw range of input tensor 1",
-         "rowmax_int64_lowword": "redraw far", "int64_via_fp64": "redraw far", "softmax_prefix_max": "outlier x"}
+         "rowmax_int64_lowword": "redraw far", "int64_via_fp64": "redraw far", "softmax_prefix_max": "outlier x",
+         "meansq_leaf_subsample": "trial "}  # the leaf's own budget: the first own trial, not a transform
 
 
 @pytest.mark.parametrize("family,sol,problem,codes,over", CASES, ids=[c[1] for c in CASES])
@@ -306,6 +309,7 @@ HONEST = [
     ("embbag_offsets_c.py", "embbag_offsets"),  # reads its offsets: passes redrawn (sorted) offsets
     ("rowmax_int64_c.py", "rowmax_int64"),  # exact int64: passes values beyond 2^53
     ("softmax_rows_c.py", "softmax_rows_wide"),  # a max pass over the whole row: passes the outliers
+    ("meansq_leaf_fp32.py", "meansq_leaf_bf16"),  # fp32 squares in its own order: within the leaf's float32 budget
 ]
 
 

@@ -189,3 +189,38 @@ def test_outlier_transform_hand_computed_and_degenerate():
     assert C.transform([s], "outlier", 1)[0] is s and C.transform([torch.zeros(0, 4)], "outlier", 1)[0].numel() == 0
     h = C.transform([torch.full((2, 8), 100.0, dtype=torch.float16)], "outlier", 1, 1024.0)[0]
     assert bool(torch.isfinite(h).all()) and float(h.abs().max()) == 2.0 ** 14  # capped: 65504 / 2 -> 2^14
+
+
+# ----------------------------------------------------------------------------- Python-float leaves
+
+def test_plan_holds_a_float_leaf_to_the_precision_the_reference_computed(tmp_path):
+    """redteam4 h05: a leaf read from a float32 tensor of bfloat16 inputs is held to float32 (before: the
+    inputs' bfloat16); a bfloat16 step inside the reference that the float32 source hides is measured against
+    the float64 reference; a reference with no float64 path keeps the widest-input rule."""
+    ev = _ev(ADV / "problems" / "meansq_leaf_bf16.py")
+    rounds = ev.plan()
+    assert ev.leaf_dtype == {"out": "float32"}, ev.leaf_dtype
+    assert {"negate", "scale_up", "outlier", "shift", "ties"} <= {r["kind"] for r in rounds}  # still admitted
+    ev = _ev(ADV / "problems" / "mean_leaf.py")
+    ev.plan()
+    assert ev.leaf_dtype == {"out[1]": "float32"}  # float32 inputs, float32 mean: unchanged
+    hidden = _write(tmp_path, "bf16_step", "class Model(nn.Module):\n    def forward(self, x):\n"
+                    "        return x.sum().float().item()\n\n\n"
+                    "def get_inputs():\n    return [torch.rand(64, 64, dtype=torch.bfloat16)]\n\n\n"
+                    "def get_init_inputs():\n    return []\n")
+    ev = _ev(hidden)
+    ev.plan()  # read from float32, summed into bfloat16: the float64 twin shows bfloat16 rounding
+    assert ev.leaf_dtype["out"] in ("float16", "bfloat16"), ev.leaf_dtype
+    cast = _write(tmp_path, "bf16_cast", "class Model(nn.Module):\n    def forward(self, x):\n"
+                  "        return x.bfloat16().sum().float().item()\n\n\n"
+                  "def get_inputs():\n    return [torch.rand(64, 64)]\n\n\ndef get_init_inputs():\n    return []\n")
+    ev = _ev(cast)
+    ev.plan()  # an explicit downcast: the twin casts too (no measured error), the cast is recorded
+    assert ev.leaf_dtype == {"out": "bfloat16"}, ev.leaf_dtype
+    no64 = _write(tmp_path, "no_fp64", "class Model(nn.Module):\n    def forward(self, x):\n"
+                  "        assert x.dtype != torch.float64\n        return x.float().pow(2).mean().item()\n\n\n"
+                  "def get_inputs():\n    return [torch.randn(64, 64, dtype=torch.bfloat16)]\n\n\n"
+                  "def get_init_inputs():\n    return []\n")
+    ev = _ev(no64)
+    ev.plan()
+    assert ev.leaf_dtype == {"out": "bfloat16"}, ev.leaf_dtype  # no float64 twin: the widest input dtype

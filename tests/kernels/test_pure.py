@@ -290,6 +290,64 @@ def test_float_leaf_budget_follows_the_reference_dtype():
     assert C.compare((torch.ones(1), e), (torch.ones(1), a), leaf_dtype="float32")[0] is None  # nested
 
 
+def test_leaf_measured_dtype_hand_computed():
+    """The tightest budget (atol + rtol of a dtype, times |e|) that covers 8 x |e - e64|."""
+    assert C.measured_dtype(1.0, 1.0) == "float64"  # no error: the float64 budget (2e-10)
+    assert C.measured_dtype(1.0, 1.0 + 1e-6) == "float32"  # 8e-6 <= 2e-4
+    assert C.measured_dtype(1.0, 1.0 + 1e-4) == "float16"  # 8e-4 > 2e-4, <= 2e-2
+    assert C.measured_dtype(-1.0, -1.003) == "bfloat16"  # 0.024 > 0.02, <= 0.04
+    assert C.measured_dtype(1.0, 2.0) == "bfloat16"  # nothing covers it: the loosest
+    assert C.measured_dtype(1.0, 1.0 + 2e-5, safety=10.0) == "float32" and C.measured_dtype(1.0, 1.0 + 3e-5) == "float16"
+    # degenerate: no float64 twin, a non-finite one, a zero leaf
+    assert C.measured_dtype(1.0, None) is None and C.measured_dtype(1.0, math.nan) is None
+    assert C.measured_dtype(math.inf, math.inf) is None
+    assert C.measured_dtype(0.0, 0.0) == "float64" and C.measured_dtype(0.0, 1e-30) == "bfloat16"
+
+
+def test_leaf_source_dtype_hand_computed():
+    assert C.source_dtype(0.5, [("float64", 3.0), ("float32", 0.5)]) == "float32"  # the tensor it was read from
+    assert C.source_dtype(0.5, [("bfloat16", 0.5), ("float32", 0.5)]) == "float32"  # the last read of its value
+    assert C.source_dtype(0.25, [("float32", 0.5), ("bfloat16", 1.0), ("float64", 2.0)]) == "bfloat16"  # computed: loosest
+    assert C.source_dtype(1.0, []) is None and C.source_dtype(1.0, [("int64", 1.0)]) is None
+
+
+def test_leaf_dtypes_hold_the_leaf_to_the_precision_the_reference_computed():
+    """The class (redteam4 h05): bfloat16 inputs, a leaf read from a float32 tensor: float32, not the inputs'
+    bfloat16; a reduced-precision step the source dtype hides is measured; no float64 twin: the old rule."""
+    t = torch.ones(2)
+    # the leaf read from a float32 tensor, float64 twin equal (an explicit .float() inside): float32
+    assert C.leaf_dtypes([(t, 0.5)], [(t, 0.5)], [("float32", 0.5)], "bfloat16") == {"out[1]": "float32"}
+    # read from float32, but 0.3 % off its float64 twin over the trials (a bf16 step inside): bfloat16
+    assert C.leaf_dtypes([1.0, 2.0], [1.0, 2.006], [("float32", 1.0)], "float32") == {"out": "bfloat16"}
+    # read from float64 with a float32-accurate twin difference: the measurement loosens it to float32
+    assert C.leaf_dtypes([1.0], [1.0 + 1e-6], [("float64", 1.0)], "float64") == {"out": "float32"}
+    # no source (a leaf from Python arithmetic on ints, or tolist): the widest input dtype stands in for it
+    assert C.leaf_dtypes([{"m": 1.0}], [{"m": 1.0}], [], "float32") == {"out['m']": "float32"}
+    # no float64 twin (the reference raises in float64): the looser of the source and the widest input dtype
+    assert C.leaf_dtypes([0.5], [None], [("float32", 0.5)], "bfloat16") == {"out": "bfloat16"}
+    assert C.leaf_dtypes([0.5], [None], [("float32", 0.5)], "float64") == {"out": "float32"}
+    # degenerate: no float leaf, no trials
+    assert C.leaf_dtypes([(t, 3)], [(t, 3)], [], "float32") == {} and C.leaf_dtypes([], [], [], "float32") == {}
+    # compare takes the per-leaf mapping by path
+    e, a = (t, 0.5), (t, 0.5 * (1 + 1e-3))
+    assert C.compare(e, a, leaf_dtype={"out[1]": "float32"})[0] == "output_mismatch"
+    assert C.compare(e, a, leaf_dtype={"out[1]": "bfloat16"})[0] is None
+    assert C.compare(e, (t, 0.5 * (1 + 1e-6)), leaf_dtype={"out[1]": "float32"})[0] is None
+
+
+def test_scalar_sources_records_the_dtypes_read_as_python_numbers():
+    x = torch.tensor([1.0, 2.0], dtype=torch.bfloat16)
+    out, seen = C.scalar_sources(lambda v: (v.float().pow(2).mean().item(), float(v.sum()), int(v.long().sum())), x)
+    assert out == (2.5, 3.0, 3) and seen == [("float32", 2.5), ("bfloat16", 3.0)]  # integers not recorded
+    assert C.scalar_sources(lambda v: v * 2, x)[1] == []
+    assert C.scalar_sources(lambda v: v.to(torch.complex64).sum().item(), torch.ones(2))[1] == [("float32", 2 + 0j)]
+    # downcasts recorded with no value (an op whose output is narrower than its widest floating input)
+    _, seen = C.scalar_sources(lambda v: v.float().mul(2).bfloat16().float().sum().item(), torch.ones(2, dtype=torch.float64))
+    assert seen == [("float32", None), ("bfloat16", None), ("float32", 4.0)], seen
+    assert C.leaf_dtypes([4.0], [4.0], seen, "float64") == {"out": "bfloat16"}  # the twin casts too: recorded
+    assert C.source_dtype(4.0, seen) == "float32"
+
+
 def test_spot_plan_covers_every_transform_at_secret_positions():
     kinds = 7
     plans = [spot_plan(10, b, kinds, seed=100 + b) for b in range(3)]
