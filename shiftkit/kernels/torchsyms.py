@@ -140,7 +140,8 @@ def library_table(path: str) -> dict:
 DW_RSP, DW_RBP = 7, 6
 
 
-def _uleb(b: bytes, i: int) -> tuple[int, int]:
+def _leb(b: bytes, i: int, signed: bool) -> tuple[int, int]:
+    """A LEB128 number at ``b[i]``: ``(value, next index)``."""
     v = s = 0
     while True:
         c = b[i]
@@ -148,18 +149,15 @@ def _uleb(b: bytes, i: int) -> tuple[int, int]:
         v |= (c & 0x7F) << s
         s += 7
         if not c & 0x80:
-            return v, i
+            return (v - (1 << s) if signed and c & 0x40 else v), i
+
+
+def _uleb(b: bytes, i: int) -> tuple[int, int]:
+    return _leb(b, i, False)
 
 
 def _sleb(b: bytes, i: int) -> tuple[int, int]:
-    v = s = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7F) << s
-        s += 7
-        if not c & 0x80:
-            return (v - (1 << s) if c & 0x40 else v), i
+    return _leb(b, i, True)
 
 
 _PTR_FMT = {0x00: "<Q", 0x02: "<H", 0x03: "<I", 0x04: "<Q", 0x0A: "<h", 0x0B: "<i", 0x0C: "<q"}
