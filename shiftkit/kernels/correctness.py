@@ -427,16 +427,27 @@ def perturb_params(params: dict, seed: int, rel: float = PARAM_NOISE) -> dict:
     non-trivial values, so a kernel that assumes them is wrong."""
     import torch
 
+    def move(p, g):
+        s = scale_of(p)
+        noise = torch.randn(p.shape, generator=g, dtype=torch.complex128 if p.is_complex() else torch.float64)
+        return p.detach().cpu().to(noise.dtype) + rel * (s if s > 0 else 1.0) * noise
+
+    return _moved(params, seed, move)
+
+
+def _moved(tensors: dict, seed: int, move) -> dict:
+    """Pure: ``move(t, generator)`` applied to every non-empty floating/complex tensor of ``tensors`` in name
+    order (one generator from ``seed``), cast back to its dtype and device; other values as they are."""
+    import torch
+
     g = torch.Generator().manual_seed(seed)
     out = {}
-    for k in sorted(params):
-        p = params[k]
-        if isinstance(p, torch.Tensor) and (p.is_floating_point() or p.is_complex()) and p.numel():
-            s = scale_of(p)
-            noise = torch.randn(p.shape, generator=g, dtype=torch.complex128 if p.is_complex() else torch.float64)
-            out[k] = (p.detach().cpu().to(noise.dtype) + rel * (s if s > 0 else 1.0) * noise).to(p.dtype).to(p.device)
+    for k in sorted(tensors):
+        t = tensors[k]
+        if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()) and t.numel():
+            out[k] = move(t, g).to(t.dtype).to(t.device)
         else:
-            out[k] = p
+            out[k] = t
     return out
 
 
@@ -449,18 +460,12 @@ def perturb_buffers(buffers: dict, seed: int, rel: float = PARAM_NOISE) -> dict:
     as they are."""
     import torch
 
-    g = torch.Generator().manual_seed(seed)
-    out = {}
-    for k in sorted(buffers):
-        b = buffers[k]
-        if isinstance(b, torch.Tensor) and (b.is_floating_point() or b.is_complex()) and b.numel():
-            noise = torch.randn(b.shape, generator=g, dtype=torch.float64)
-            x = b.detach().cpu().to(torch.complex128 if b.is_complex() else torch.float64)
-            moved = x + rel * noise if bool((x == 0).all()) else x * torch.exp(rel * noise)
-            out[k] = moved.to(b.dtype).to(b.device)
-        else:
-            out[k] = b
-    return out
+    def move(b, g):
+        noise = torch.randn(b.shape, generator=g, dtype=torch.float64)
+        x = b.detach().cpu().to(torch.complex128 if b.is_complex() else torch.float64)
+        return x + rel * noise if bool((x == 0).all()) else x * torch.exp(rel * noise)
+
+    return _moved(buffers, seed, move)
 
 
 def draw_variant(defaults: dict, declared: list, seed: int) -> dict:

@@ -763,7 +763,7 @@ class _Evaluation:
             exp = self.reference(x)
         except Exception:  # noqa: BLE001 - e.g. an index moved out of range: not a valid input
             return None
-        return exp if self._well_defined(self.m64, x, exp) else None
+        return exp if self._well_defined(x, exp) else None
 
     def reference(self, x):
         """The reference's output on ``x``, on the CPU (every expected value of every round comes from here)."""
@@ -784,15 +784,9 @@ class _Evaluation:
         except Exception:  # noqa: BLE001 - the model has no fp64 path
             return None
 
-    def _well_defined(self, m64, x, exp) -> bool:
-        import torch
-
-        if m64 is None:
-            return C.finite_where(exp, exp) and _all_finite(exp)
-        try:
-            with torch.no_grad():
-                e64 = _cpu(m64(*_to(_double(x), self.device)))
-        except Exception:  # noqa: BLE001 - the model has no fp64 path: accept only finite references
+    def _well_defined(self, x, exp) -> bool:
+        e64 = self._reference64(x)
+        if e64 is None:  # no float64 reference (none built, or no fp64 path): accept only finite references
             return _all_finite(exp)
         if not C.finite_where(exp, e64) or not _all_finite(e64):
             return False
