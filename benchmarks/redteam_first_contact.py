@@ -166,7 +166,8 @@ def main() -> int:
             row.update(reward=r.reward, correct=r.correct, reason=r.reason[:400], speedup_eager=r.speedup_eager,
                        speedup_compile=r.speedup_compile, inconclusive=r.inconclusive, stage=r.stage,
                        findings=[{"code": f.code, "severity": f.severity, "where": f.where, "message": f.message[:300]}
-                                 for f in r.findings])
+                                 for f in r.findings],
+                       samples=r.sandbox.get("samples"), interpreter=r.sandbox.get("interpreter"))
         except Exception as e:  # noqa: BLE001 - recorded: the harness raised instead of returning a Result
             row.update(reward=None, correct=None, harness_error=f"{type(e).__name__}: {str(e)[:400]}", findings=[])
         row["seconds"] = round(time.perf_counter() - t0, 1)

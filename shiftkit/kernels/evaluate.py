@@ -352,18 +352,31 @@ def round_windows(rounds: list[dict[str, int]], min_samples: int) -> list[tuple[
     return out
 
 
-def _share_message(counts: dict[str, int], share: float, share_max: float, where: str) -> tuple[str, str]:
+def _share_message(counts: dict[str, int], share: float, share_max: float, where: str, x: int = 0) -> tuple[str, str]:
     t, f = counts.get("torch", 0), counts.get("foreign", 0)
-    code = "torch_compute" if t >= f else "foreign_compute"
+    code = "torch_compute" if t >= max(f, x) else "foreign_compute" if f >= x else "interpreter_compute"
+    extra = f", the interpreter's code beyond {INTERP_ALLOWANCE:g}x the eager party's per round ({x})" if x else ""
     return code, (f"{100 * share:.0f}% of the candidate's sampled on-CPU time{where} was in torch ({t}) or other "
-                  f"libraries/unmapped code ({f}) rather than its own kernels ({counts.get('candidate', 0)}), the "
-                  f"runtime ({counts.get('runtime', 0)}) or the OS ({counts.get('kernel', 0)}); at most "
+                  f"libraries/unmapped code ({f}){extra} rather than its own kernels ({counts.get('candidate', 0)}), "
+                  f"the runtime ({counts.get('runtime', 0) - x}) or the OS ({counts.get('kernel', 0)}); at most "
                   f"{100 * share_max:.0f}% is allowed")
+
+
+INTERP_ALLOWANCE = 2.0  # the candidate's interpreter code per round counts as runtime up to this multiple of eager's
+
+
+def interpreter_excess(interp: int, rounds: int, allow_per_round: float | None) -> int:
+    """Pure: the candidate's interpreter samples (``interp`` over ``rounds`` rounds) beyond ``allow_per_round``
+    per round, which count as foreign compute; 0 when no allowance was measured (None)."""
+    if allow_per_round is None:
+        return 0
+    return max(0, int(interp - allow_per_round * rounds))
 
 
 def foreign_verdict(counts: dict[str, int], share_max: float, min_samples: int = 20,
                     rounds: list[dict[str, int]] | None = None, window_samples: int = 60,
-                    z: float = 3.5) -> tuple[str, str] | None:
+                    z: float = 3.5, interp: list[int] | None = None,
+                    interp_allow: float | None = None) -> tuple[str, str] | None:
     """Pure: from the candidate's sample counts per category, (finding code, message) when torch or other
     libraries account for more than ``share_max`` of its sampled on-CPU time, else None.
 
@@ -371,26 +384,36 @@ def foreign_verdict(counts: dict[str, int], share_max: float, min_samples: int =
     window of ``rounds`` (each round's counts in order, grouped into windows of at least ``window_samples``;
     a big round is its own window). A window is over the share when even the Wilson lower bound of its
     torch+foreign share (``z`` standard errors, for sampling noise over many windows) exceeds ``share_max``;
-    the worst window is reported. So torch confined to some rounds is not diluted by the others."""
+    the worst window is reported. So torch confined to some rounds is not diluted by the others.
+
+    ``interp`` (parallel to ``rounds``): each round's runtime samples in the interpreter's own code; beyond
+    ``interp_allow`` samples per round (pooled, and per window) they count as foreign: the interpreter's
+    builtins compute like any library, and the eager party's interpreter time says what plumbing costs."""
+    rounds = rounds or []
+    if interp is not None and len(interp) != len(rounds):
+        raise ValueError("interp must hold one count per round")
+    interp = interp if interp is not None else [0] * len(rounds)
     total = sum(counts.values())
     t, f = counts.get("torch", 0), counts.get("foreign", 0)
-    if total >= min_samples and (t + f) / total > share_max:
-        return _share_message(counts, (t + f) / total, share_max, "")
+    x = interpreter_excess(sum(interp), len(rounds), interp_allow)
+    if total >= min_samples and (t + f + x) / total > share_max:
+        return _share_message(counts, (t + f + x) / total, share_max, "", x)
     worst = None
-    for a, b, w in round_windows(rounds or [], window_samples):
+    for a, b, w in round_windows(rounds, window_samples):
         n = sum(w.values())
         if n < window_samples:
             continue
-        k = w.get("torch", 0) + w.get("foreign", 0)
+        xw = interpreter_excess(sum(interp[a:b + 1]), b + 1 - a, interp_allow)
+        k = w.get("torch", 0) + w.get("foreign", 0) + xw
         lb = _lower_bound(k, n, z)
         if lb > share_max and (worst is None or lb > worst[0]):
-            worst = (lb, a, b, w)
+            worst = (lb, a, b, w, xw)
     if worst is None:
         return None
-    lb, a, b, w = worst
+    lb, a, b, w, xw = worst
     n = sum(w.values())
     where = f" in round{'s' if b > a else ''} {a + 1}{f'-{b + 1}' if b > a else ''} of {len(rounds)}"
-    return _share_message(w, (w.get("torch", 0) + w.get("foreign", 0)) / n, share_max, where)
+    return _share_message(w, (w.get("torch", 0) + w.get("foreign", 0) + xw) / n, share_max, where, xw)
 
 
 def coverage_verdict(samples: int, cpu_ns: int, period_us: int, min_expected: float = 40.0) -> str | None:
@@ -428,6 +451,8 @@ class _Evaluation:
         self.builds: list[BuildResult] = []
         self.counts = dict.fromkeys(("candidate", "torch", "runtime", "kernel", "foreign"), 0)
         self.rounds: list[dict[str, int]] = []  # the candidate's per-round sample counts, in order
+        self.interp: list[int] = []  # the candidate's per-round samples in the interpreter's code (runtime)
+        self.eager_interp = [0, 0]  # the eager party's interpreter samples, rounds
         self.tampered: dict[str, int] = {}  # executable mappings of the candidate's file that fail the segment check
         self.cand_cpu_ns = 0
         self.lost = 0  # samples the kernel took but could not store (a full buffer): they still cover CPU time
@@ -586,11 +611,15 @@ class _Evaluation:
             for k, v in w.attribution.counts.items():
                 self.counts[k] += v
             self.rounds += w.attribution.rounds
+            self.interp += w.attribution.interp
             for k, v in w.attribution.tampered.items():
                 self.tampered[k] = self.tampered.get(k, 0) + v
             for k, v in w.attribution.foreign_files.items():
                 self.foreign_files[k] = self.foreign_files.get(k, 0) + v
             self.lost += w.sampler.lost if w.sampler is not None else 0
+        elif w.attribution is not None and w.setup_mode == "reference":
+            self.eager_interp[0] += sum(w.attribution.interp)
+            self.eager_interp[1] += len(w.attribution.interp)
         w.close()
         if w in self.workers:
             self.workers.remove(w)
@@ -946,7 +975,7 @@ class _Evaluation:
     # -- 6. attribution
     def attribute(self) -> None:
         for w in list(self.workers):
-            if w.setup_mode == "candidate":
+            if w.setup_mode in ("candidate", "reference"):
                 self.close_worker(w)
         counts = self.counts
         total = sum(counts.values())
@@ -959,7 +988,16 @@ class _Evaluation:
             self.add(Finding("tampered_mapping", f"executable mappings naming the candidate's own file or a runtime library "
                              f"that are not clean mappings of its executable segments (copy-on-write pages, data mapped "
                              f"executable, or more mappings than segments): {names}"[:1000], "error", "sampling"))
-        v = foreign_verdict(counts, self.c.foreign_share_max, rounds=self.rounds)
+        e_interp, e_rounds = self.eager_interp
+        allow = INTERP_ALLOWANCE * e_interp / e_rounds if e_rounds else None
+        self.res.sandbox["interpreter"] = {
+            "samples": sum(self.interp), "rounds": len(self.interp),
+            "eager_per_round": round(e_interp / e_rounds, 3) if e_rounds else None,
+            "allowance_per_round": round(allow, 3) if allow is not None else None,
+            "excess": interpreter_excess(sum(self.interp), len(self.interp), allow)}
+        if allow is None:
+            self.res.sandbox["interpreter"]["note"] = "not judged: no eager party was timed (profile off or not reached)"
+        v = foreign_verdict(counts, self.c.foreign_share_max, rounds=self.rounds, interp=self.interp, interp_allow=allow)
         if v:
             self.add(Finding(v[0], v[1], "error", "sampling"))
         expect = self.cand_cpu_ns / (self.c.sample_period_us * 1000)

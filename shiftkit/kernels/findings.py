@@ -20,6 +20,7 @@ CODES: dict[str, str] = {
     "forbidden_symbol": "the built extension imports a symbol outside the allowlist (torch compute below the dispatcher, vendor BLAS/LAPACK, dynamic loading, the Python C API, ...)",
     # a run (the parent's view)
     "torch_compute": "torch's libraries accounted for too much of the candidate's sampled on-CPU time (a fallback)",
+    "interpreter_compute": "the interpreter's own code (its builtins: bignums, bytes, struct) accounted for too much of the candidate's sampled on-CPU time, beyond twice the eager party's per round",
     "foreign_compute": "other libraries or unmapped/JIT code accounted for too much of the candidate's sampled on-CPU time",
     "sampling_evaded": "the parent's sampling saw far fewer samples than the worker tree's CPU time implies",
     "too_many_mappings": "the worker holds more executable mappings than the parent attributes samples over",

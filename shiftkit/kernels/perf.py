@@ -218,6 +218,27 @@ _DYNLOAD_RUNTIME = frozenset(("_ctypes", "_socket", "select", "fcntl", "mmap", "
                               "_pickle", "_struct", "_contextvars", "_opcode", "_typing", "_queue"))
 
 
+_LIBFFI = re.compile(r"libffi\.so\.[678](\.\d+)*")
+
+
+def interpreter_path(path: str, python_dirs: tuple[str, ...]) -> bool:
+    """Pure: whether a runtime mapping is the interpreter's own code: the python binary and libpython, the stdlib
+    modules of the worker's plumbing and ctypes calls (``_ctypes``, ``_struct``, ...) and libffi. Its samples are
+    runtime up to what the eager party's interpreter spends per round (:func:`evaluate.foreign_verdict`): the
+    interpreter's builtins (bignums, bytes, struct) are compute like any library's."""
+    name = os.path.basename(path)
+    if _LIBFFI.fullmatch(name) and path.startswith(_SYSTEM_LIB_DIRS):
+        return True
+    for d in python_dirs:
+        if path.startswith(d):
+            rel = path[len(d):]
+            if _INTERPRETER.fullmatch(rel):
+                return True
+            return (os.path.basename(os.path.dirname(rel)) == "lib-dynload"
+                    and name.split(".", 1)[0] in _DYNLOAD_RUNTIME)
+    return False
+
+
 def classify_path(path: str, candidate: bool, torch_dirs: tuple[str, ...], python_dirs: tuple[str, ...]) -> str:
     """Pure: the category of an executable mapping (``candidate``: it is one of the built extensions, as a clean
     mapping of one of its executable segments; see :meth:`Attribution._read_maps`)."""
@@ -391,6 +412,8 @@ class Attribution:
         self.math_callers = {"torch": 0, "other": 0, "failed": 0}
         self.counts = dict.fromkeys(CATEGORIES, 0)
         self.rounds: list[dict[str, int]] = []  # each kept batch's counts, in order (one per round)
+        self.interp: list[int] = []  # each kept batch's runtime samples in the interpreter's own code (a subset)
+        self._interp_paths: dict[str, bool] = {}
         self.foreign_files: dict[str, int] = {}
         self.tampered: dict[str, int] = {}  # candidate-file mappings that failed the check: how many freezes saw each
 
@@ -602,11 +625,17 @@ class Attribution:
         for every batch: nothing read at an earlier freeze is reused."""
         self._maps, self._torch_exec, self._math_exec, self._clean = {}, {}, {}, {}
         batch = dict.fromkeys(CATEGORIES, 0)
+        interp = 0
         for k, s in enumerate(samples):
             if k & 4095 == 4095:
                 self._check_deadline()
             cat, path = self.category(s[0], s[2], s[3] if len(s) > 3 else NO_STACK)
             batch[cat] += 1
+            if cat == "runtime":
+                known = self._interp_paths.get(path)
+                if known is None:
+                    known = self._interp_paths[path] = interpreter_path(path, self.python_dirs)
+                interp += known
             if cat == "foreign" and keep:
                 self.foreign_files[path] = self.foreign_files.get(path, 0) + 1
         self._maps, self._torch_exec, self._math_exec, self._clean = {}, {}, {}, {}
@@ -614,4 +643,5 @@ class Attribution:
             for k, v in batch.items():
                 self.counts[k] += v
             self.rounds.append(dict(batch))
+            self.interp.append(interp)
         return batch

@@ -135,6 +135,8 @@ FAMILIES = {
         ("attr_padded_checked_rounds", SSC, {"torch_compute"}, PROFILE),  # the share per window, never only pooled
         ("attr_libz_via_ctypes", SSC, {"foreign_compute"}, {}),  # runtime = exact sonames, not name prefixes
         ("attr_stdlib_module", SSC, {"foreign_compute"}, {}),  # lib-dynload modules are not the runtime
+        # the interpreter's builtins are runtime only up to twice the eager party's interpreter time per round
+        ("attr_interpreter_bignum", SSC, {"interpreter_compute"}, PROFILE),
         ("attr_cow_own_text", SSC, {"tampered_mapping"}, {}),  # only clean mappings of its executable segments
         ("attr_mapping_flood", SSC, {"too_many_mappings"}, {}),  # a cap on executable mappings read
     ],

@@ -12,10 +12,10 @@ from shiftkit.kernels import metrics, reward, shm, static, stats, symbols
 from shiftkit.kernels.backends import get_backend
 from shiftkit.kernels.blocking import is_allowed
 from shiftkit.kernels.build import parse_compiler_output
-from shiftkit.kernels.evaluate import coverage_verdict, foreign_verdict, spot_plan
+from shiftkit.kernels.evaluate import coverage_verdict, foreign_verdict, interpreter_excess, spot_plan
 from shiftkit.kernels.findings import CODES, Finding
 from shiftkit.kernels.kernelbench import rewrite, scale_value, size_constants
-from shiftkit.kernels.perf import classify_path
+from shiftkit.kernels.perf import classify_path, interpreter_path
 from shiftkit.kernels.specs import extract_specs
 
 
@@ -169,6 +169,49 @@ def test_foreign_verdict_hand_computed():
     assert code == "torch_compute" and "30%" in msg
     assert foreign_verdict({"candidate": 10, "foreign": 80, "torch": 10}, 0.25)[0] == "foreign_compute"
     assert foreign_verdict({"torch": 10}, 0.25) is None  # too few samples to say anything
+
+
+def test_interpreter_excess_hand_computed():
+    """The candidate's interpreter samples beyond the allowance per round count as foreign: 100 samples over 10
+    rounds at 4 per round leave 60; at or below the allowance nothing; no allowance measured (None): nothing."""
+    assert interpreter_excess(100, 10, 4.0) == 60
+    assert interpreter_excess(40, 10, 4.0) == 0 and interpreter_excess(10, 10, 4.0) == 0
+    assert interpreter_excess(100, 10, None) == 0
+    assert interpreter_excess(0, 0, 4.0) == 0  # degenerate: no rounds
+
+
+def test_foreign_verdict_counts_interpreter_excess():
+    """Pooled: 10 rounds of {candidate 5, runtime 5 (all interpreter)}: 50 interpreter samples. With eager's
+    allowance of 4 per round the excess is 10 of 100 samples (10 %, passes); at 1 per round it is 40 (40 %:
+    interpreter_compute). A window: the same excess confined to rounds 6-10 is caught there though the pooled
+    share passes."""
+    rounds = [{"candidate": 5, "runtime": 5}] * 10
+    pooled = {"candidate": 50, "runtime": 50}
+    interp = [5] * 10
+    assert foreign_verdict(pooled, 0.25, rounds=rounds, interp=interp, interp_allow=4.0) is None
+    code, msg = foreign_verdict(pooled, 0.25, rounds=rounds, interp=interp, interp_allow=1.0)
+    assert code == "interpreter_compute" and "40%" in msg and "(40)" in msg
+    assert foreign_verdict(pooled, 0.25, rounds=rounds, interp=interp, interp_allow=None) is None  # not judged
+    # windowed: 40 rounds, interpreter-heavy only in the last 10 (60 interpreter samples of 80 in each)
+    rounds = [{"candidate": 80}] * 30 + [{"candidate": 20, "runtime": 60}] * 10
+    interp = [0] * 30 + [60] * 10
+    pooled = {"candidate": 2600, "runtime": 600}
+    assert foreign_verdict(pooled, 0.25, rounds=rounds, interp=interp, interp_allow=2.0) is not None
+    v = foreign_verdict(pooled, 0.25, rounds=rounds, interp=interp, interp_allow=2.0)
+    assert v[0] == "interpreter_compute" and "in round 31" in v[1]
+    with pytest.raises(ValueError):
+        foreign_verdict(pooled, 0.25, rounds=rounds, interp=[1], interp_allow=2.0)
+
+
+def test_interpreter_path_is_exact():
+    py = ("/py/3.11/",)
+    assert interpreter_path("/py/3.11/lib/libpython3.11.so.1.0", py)
+    assert interpreter_path("/py/3.11/bin/python3.11", py)
+    assert interpreter_path("/py/3.11/lib/python3.11/lib-dynload/_struct.cpython-311-x86_64-linux-gnu.so", py)
+    assert interpreter_path("/usr/lib/x86_64-linux-gnu/libffi.so.8.1.2", py)
+    assert not interpreter_path("/usr/lib/x86_64-linux-gnu/libc.so.6", py)  # the C runtime is not the interpreter
+    assert not interpreter_path("/py/3.11/lib/python3.11/lib-dynload/audioop.cpython-311-x86_64-linux-gnu.so", py)
+    assert not interpreter_path("/tmp/libpython3.11.so.1.0", py)
 
 
 def test_coverage_verdict_hand_computed():
