@@ -115,7 +115,7 @@ def partial(cfg: R.RealW2SConfig, command: str, wall_seconds: float | None) -> d
                                                   if k.endswith(f"/seed{s}") and isinstance(v, dict)), 1) for s in seeds},
             "wall_seconds": wall_seconds if wall_seconds is not None else round(sum(w["seconds"] for w in walls), 1),
             "invocations": walls,
-            "machine": {"cpus": os.cpu_count(), "threads": cfg.threads, "workers": cfg.workers,
+            "machine": {"cpus": os.cpu_count(), "threads": cfg.threads, "workers": cfg.workers, **R.cpu_facts(),
                         "loadavg_collected": os.getloadavg(),
                         "note": "a shared 2-core box; other jobs ran alongside at normal priority, the run at nice 10"}}
 

@@ -40,7 +40,7 @@ import torch.nn.functional as F
 
 from shiftkit.errors import ShiftkitError
 from shiftkit.microbatch import per_micro_batch
-from shiftkit.models import resolve_dtype
+from shiftkit.models import autocast
 from shiftkit.sampling import forward_completion
 
 CHUNK_ELEMS = 2**24  # default chunk: about this many logits (64 MB in fp32) per [C, V] tensor
@@ -127,9 +127,7 @@ def packed_layout(prompt_mask_BP: torch.Tensor, completion_mask_BT: torch.Tensor
 
 
 def _autocast(dtype, device_type: str):
-    if dtype is not None and resolve_dtype(dtype) != torch.float32:
-        return torch.autocast(device_type=device_type, dtype=resolve_dtype(dtype))
-    return contextlib.nullcontext()
+    return autocast(device_type, dtype)
 
 
 def forward_packed_hidden(model, ids_1N: torch.Tensor, pos_1N: torch.Tensor, dtype=None) -> torch.Tensor:

@@ -28,7 +28,7 @@ import time
 import torch
 
 from shiftkit.errors import ShiftkitError
-from shiftkit.models import resolve_dtype
+from shiftkit.models import autocast
 from shiftkit.prompts import left_pad, right_pad
 
 log = logging.getLogger(__name__)
@@ -467,10 +467,7 @@ def forward_completion(model, prompt_ids_BP, prompt_mask_BP, completion_ids_BT, 
     predicts completion token ``t``."""
     ids_BL = torch.cat([prompt_ids_BP, completion_ids_BT], 1)
     mask_BL = torch.cat([prompt_mask_BP, completion_mask_BT], 1)
-    ctx = contextlib.nullcontext()
-    if dtype is not None and resolve_dtype(dtype) != torch.float32:
-        ctx = torch.autocast(device_type=ids_BL.device.type, dtype=resolve_dtype(dtype))
-    with ctx:
+    with autocast(ids_BL.device.type, dtype):
         return model(input_ids=ids_BL, attention_mask=mask_BL, position_ids=_positions(mask_BL), use_cache=False,
                      **model_kw)
 

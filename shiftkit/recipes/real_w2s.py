@@ -285,10 +285,29 @@ def prune_layers(src: str, layers: list[int], dst: Path) -> str:
     return str(dst)
 
 
+def cpu_facts() -> dict:
+    """The processor a run's seconds were measured on: its model, ATen's vector capability and whether bf16
+    matmuls are native (seed 0 ran where they were; on an AVX2-only EPYC the same stages ran ~10-40x slower)."""
+    import torch
+
+    from shiftkit.models import native_lowp_matmul
+
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"cpu_model": model, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "native_bf16_matmul": native_lowp_matmul("cpu", torch.bfloat16)}
+
+
 def _autocast(cfg: RealW2SConfig):
     import torch
 
-    return torch.autocast("cpu", dtype=torch.bfloat16) if cfg.autocast == "bfloat16" else contextlib.nullcontext()
+    from shiftkit.models import autocast
+
+    return autocast("cpu", torch.bfloat16) if cfg.autocast == "bfloat16" else contextlib.nullcontext()
 
 
 def student_samples(cfg: RealW2SConfig, student: str, data: dict, out: Path) -> str:
@@ -820,7 +839,7 @@ def run_experiment(config_path: str | None, overrides: list[str] | None) -> dict
                                                      if k.endswith(f"/seed{s}") and isinstance(v, dict)), 1)
                                         for s in cfg.seeds},
                "wall_seconds": round(sum(w["seconds"] for w in walls), 1), "invocations": walls,
-               "machine": {"cpus": os.cpu_count(), "threads": cfg.threads, "workers": cfg.workers,
+               "machine": {"cpus": os.cpu_count(), "threads": cfg.threads, "workers": cfg.workers, **cpu_facts(),
                            "loadavg_start": load0, "loadavg_end": os.getloadavg(),
                            "note": "a shared CPU box; other jobs ran alongside at normal priority (see the load "
                                    "averages); wall_seconds sums every invocation that did work"}}
