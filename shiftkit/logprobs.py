@@ -126,14 +126,10 @@ def packed_layout(prompt_mask_BP: torch.Tensor, completion_mask_BT: torch.Tensor
     return keep_BL, pos_N, torch.where(completion_mask_BT.bool(), src_BT, torch.full_like(src_BT, -1))
 
 
-def _autocast(dtype, device_type: str):
-    return autocast(device_type, dtype)
-
-
 def forward_packed_hidden(model, ids_1N: torch.Tensor, pos_1N: torch.Tensor, dtype=None) -> torch.Tensor:
     """Last hidden states ``[N, H]`` of one packed sequence (position ids restart per row, no mask),
     under autocast when ``dtype`` is not fp32 (as :func:`shiftkit.sampling.forward_completion`)."""
-    with _autocast(dtype, ids_1N.device.type):
+    with autocast(ids_1N.device.type, dtype):
         out = model(input_ids=ids_1N, attention_mask=None, position_ids=pos_1N, use_cache=False,
                     output_hidden_states=True, logits_to_keep=torch.empty(0, dtype=torch.long, device=ids_1N.device))
     return out.hidden_states[-1][0]

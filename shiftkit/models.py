@@ -66,8 +66,9 @@ def autocast(device_type: str, dtype) -> contextlib.AbstractContextManager:
     dt = resolve_dtype(dtype)
     if not native_lowp_matmul(device_type, dt) and (device_type, dt) not in _SLOW_AUTOCAST_WARNED:
         _SLOW_AUTOCAST_WARNED.add((device_type, dt))
-        msg = (f"autocast={str(dt).replace('torch.', '')} on this CPU ({torch.backends.cpu.get_cpu_capability()}, no "
-               f"native {str(dt).replace('torch.', '')} matmul in oneDNN): matmuls run ATen's scalar fallback, "
+        name = str(dt).replace("torch.", "")
+        msg = (f"autocast={name} on this CPU ({torch.backends.cpu.get_cpu_capability()}, no "
+               f"native {name} matmul in oneDNN): matmuls run ATen's scalar fallback, "
                f"~40x slower than fp32 here; set autocast=none for speed (results differ only by rounding)")
         logging.getLogger("shiftkit").warning(msg)
         print(f"warning: {msg}", file=sys.stderr)

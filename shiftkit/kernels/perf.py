@@ -232,10 +232,9 @@ def interpreter_path(path: str, python_dirs: tuple[str, ...]) -> bool:
     for d in python_dirs:
         if path.startswith(d):
             rel = path[len(d):]
-            if _INTERPRETER.fullmatch(rel):
+            if _INTERPRETER.fullmatch(rel) or (os.path.basename(os.path.dirname(rel)) == "lib-dynload"
+                                               and name.split(".", 1)[0] in _DYNLOAD_RUNTIME):
                 return True
-            return (os.path.basename(os.path.dirname(rel)) == "lib-dynload"
-                    and name.split(".", 1)[0] in _DYNLOAD_RUNTIME)
     return False
 
 
@@ -251,15 +250,7 @@ def classify_path(path: str, candidate: bool, torch_dirs: tuple[str, ...], pytho
         return "runtime" if _TORCH_GOMP.fullmatch(name) else "torch"
     if _RUNTIME_SONAME.fullmatch(name) and path.startswith(_SYSTEM_LIB_DIRS):
         return "runtime"
-    for d in python_dirs:
-        if path.startswith(d):
-            rel = path[len(d):]
-            if _INTERPRETER.fullmatch(rel):
-                return "runtime"  # the interpreter and libpython
-            parent = os.path.basename(os.path.dirname(rel))
-            if parent == "lib-dynload" and name.split(".", 1)[0] in _DYNLOAD_RUNTIME:
-                return "runtime"
-    return "foreign"
+    return "runtime" if interpreter_path(path, python_dirs) else "foreign"
 
 
 def lookup(starts: list[int], ranges: list[tuple[int, int, str, str]], ip: int) -> tuple[str, str]:

@@ -40,7 +40,6 @@ the toy report (:func:`verdict`).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -303,11 +302,9 @@ def cpu_facts() -> dict:
 
 
 def _autocast(cfg: RealW2SConfig):
-    import torch
-
     from shiftkit.models import autocast
 
-    return autocast("cpu", torch.bfloat16) if cfg.autocast == "bfloat16" else contextlib.nullcontext()
+    return autocast("cpu", None if cfg.autocast == "none" else cfg.autocast)
 
 
 def student_samples(cfg: RealW2SConfig, student: str, data: dict, out: Path) -> str:
