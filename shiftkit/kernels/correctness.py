@@ -37,7 +37,9 @@ keeps it (a false rejection).
 first variant on which the reference is well defined: bool - redrawn at the original's density, then with a True
 forced in every last-dim row, then rows permuted; integers - redrawn within the original's [min, max] (sorted
 along the last dim, from the original's first element, where the original is sorted: offsets stay offsets), then
-rows permuted; int64 also moved beyond 2^53 with random low 32 bits per element (``far``).
+rows permuted; int64 also moved beyond 2^53 with random low 32 bits per element (``far``), narrower integers drawn
+over their dtype's whole range (``full``), bool with whole rows False and True (``empty``, else True rows only:
+``dense``), each a round of its own.
 
 **Weights.** :func:`perturb_params` moves every floating parameter by noise scaled to it, so a parameter that is
 constant at init (LayerNorm's 1 and 0) takes values no candidate can assume; :func:`perturb_buffers` moves every
@@ -71,6 +73,12 @@ SHIFT_LADDER = (32.0, 16.0, 8.0, 4.0, 2.0)  # offsets in units of the input's rm
 # two-pass with sequential sums stays within the 1e-4 budget at 32 up to ~4096 columns
 INT_FAR = 2 ** 53  # int64 "far" offsets: beyond the integers fp64 holds exactly, with random low 32 bits
 REDRAW_VARIANTS = {"bool": ("density", "row", "shuffle"), "int": ("range", "shuffle")}  # tried in order
+# rounds of their own beyond the redraw above, each a chain tried in order (the first well-defined one is kept):
+# int64 beyond 2^53 (``far``); narrower integers over their dtype's whole range (``full``: an int32 -> int64 scan
+# accumulated in int32 overflows at once); bool with whole rows False and True (``empty``; ``dense``: True rows
+# only, where an all-False row has no defined output, e.g. a masked softmax)
+EXTRA_VARIANTS = {"int64": ("far",), "int": ("full",), "bool": ("empty", "dense")}
+EDGE_ROWS = 8  # ``empty``/``dense``: one last-dim row in EDGE_ROWS (at least one) set all False, as many all True
 OUTLIER_LADDER = (1024.0, 256.0, 64.0, 16.0)  # outlier magnitudes in units of the row's rms, the largest admitted
 OUTLIERS_PER_ROW = 2
 PARAM_NOISE = 0.5  # weights: p + PARAM_NOISE * rms(p) * randn (rms 0, e.g. a zero bias: rms taken as 1)
@@ -313,6 +321,16 @@ def redraw_variants(t) -> tuple[str, ...]:
     return REDRAW_VARIANTS["int"]
 
 
+def extra_variants(t) -> tuple[tuple[str, ...], ...]:
+    """Pure: the chains of :func:`redraw` variants a discrete tensor gets as rounds of their own, beyond
+    :func:`redraw_variants` (:data:`EXTRA_VARIANTS`)."""
+    import torch
+
+    if t.dtype == torch.bool:
+        return (EXTRA_VARIANTS["bool"],)
+    return (EXTRA_VARIANTS["int64"] if t.dtype == torch.int64 else EXTRA_VARIANTS["int"],)
+
+
 def _sorted_last(x) -> bool:
     """Is ``x`` non-decreasing along its last dim (of at least 2 elements)?"""
     return x.dim() >= 1 and x.shape[-1] >= 2 and bool((x[..., 1:] >= x[..., :-1]).all())
@@ -331,7 +349,12 @@ def redraw_tensor(x, variant: str, seed: int):
     values: no zero divisor appears where there was none); ``far`` (int64 only) - ``x + s * (2^53 + r)``, ``r``
     uniform in [0, 2^32) per element: beyond the integers fp64 holds exactly (either sign), with random low 32 bits whose
     order is not the values' order (an fp64 or a low-word computation is wrong; one common offset would keep
-    every low word's order), the sign ``s`` chosen so that nothing overflows (else ``x`` unchanged)."""
+    every low word's order), the sign ``s`` chosen so that nothing overflows (else ``x`` unchanged); ``full``
+    (integers below 64 bits) - uniform over the dtype's whole range (sorted along the last dim where the original
+    is): a result wider than the input (int32 in, int64 out) accumulated at the input's width overflows at once.
+    bool ``empty`` - the ``density`` draw with one last-dim row in :data:`EDGE_ROWS` (at least one) all False and
+    as many others all True (a 1-row tensor: all False); ``dense`` - the same rows all True only. A constant
+    tensor is returned as it is by ``full``, ``empty`` and ``dense`` (a flag, not a domain)."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
@@ -343,13 +366,27 @@ def redraw_tensor(x, variant: str, seed: int):
         perm = torch.rand(x.shape, generator=g).argsort(dim=-1)
         return torch.gather(x, -1, perm)
     if x.dtype == torch.bool:
-        if variant not in ("density", "row"):
+        if variant not in ("density", "row", "empty", "dense"):
             raise ValueError(f"unknown redraw variant {variant!r} for bool")
         p = float(x.double().mean())
+        if variant in ("empty", "dense") and p in (0.0, 1.0):
+            return x
         out = torch.rand(x.shape, generator=g, dtype=torch.float64) < p
         if variant == "row" and x.dim() >= 1:
             col = torch.randint(0, x.shape[-1], x.shape[:-1] + (1,), generator=g)
             out = out.scatter(-1, col, True)
+        if variant in ("empty", "dense"):
+            rows = out.reshape(-1, x.shape[-1]) if x.dim() >= 1 else out.reshape(1, 1)
+            r = rows.shape[0]
+            k = max(1, r // EDGE_ROWS)
+            order = torch.randperm(r, generator=g)
+            if r == 1:
+                rows[0] = variant == "dense"
+            else:
+                if variant == "empty":
+                    rows[order[:k]] = False
+                rows[order[k:2 * k]] = True
+            out = rows.reshape(x.shape)
         return out
     if variant == "far":
         if x.dtype != torch.int64:
@@ -360,6 +397,14 @@ def redraw_tensor(x, variant: str, seed: int):
             if -2**63 <= lo + s * INT_FAR - 2**32 and hi + s * INT_FAR + 2**32 <= 2**63 - 1:
                 return x + s * (INT_FAR + r)
         return x
+    if variant == "full":
+        if x.dtype == torch.int64 or int(x.min()) == int(x.max()):
+            return x
+        info = torch.iinfo(x.dtype)
+        out = torch.randint(info.min, info.max + 1, x.shape, generator=g, dtype=torch.int64)
+        if _sorted_last(x.to(torch.int64)):
+            out = out.sort(dim=-1).values
+        return out.to(x.dtype)
     if variant != "range":
         raise ValueError(f"unknown redraw variant {variant!r} for integers")
     lo, hi = int(x.min()), int(x.max())

@@ -739,13 +739,13 @@ class _Evaluation:
         """Every integer and bool input varied on its own, within the domain its values show
         (:func:`C.redraw_tensor`): a redraw (bool: at the original's density, then with a True in every row, then
         rows permuted; integers: within [min, max], sorted where the original is, then rows permuted), the first
-        variant on which the reference is well defined; int64 inputs also moved beyond 2^53 with random low
-        32 bits (``far``). Each admitted one is a correctness round and a spot kind."""
-        import torch
+        variant on which the reference is well defined; then :func:`C.extra_variants` as rounds of their own
+        (int64 beyond 2^53, ``far``; narrower integers over their whole range, ``full``; bool with whole rows
+        False and True, ``empty``, else True, ``dense``). Each admitted one is a correctness round and a spot kind."""
 
         ts = list(C._tensors(base["inputs"]))
         for t in C.discrete_targets(base["inputs"]):
-            for variants in [C.redraw_variants(ts[t])] + ([("far",)] if ts[t].dtype == torch.int64 else []):
+            for variants in (C.redraw_variants(ts[t]),) + C.extra_variants(ts[t]):
                 for v in variants:
                     x = C.redraw(base["inputs"], t, v, self.seed(f"redraw_{v}", t))
                     if all(a is b or (a.dtype == b.dtype and a.shape == b.shape and bool((a == b).all()))
@@ -1113,7 +1113,7 @@ def _run(ev: _Evaluation) -> None:
             ops = ", ".join(f"{k} x{n}" for k, n in sorted(e.violations.items()))
             ev.add(Finding("blocked_torch_op", f"torch ops ran inside ModelNew.forward: {ops}", "error", res.stage))
         known = ("worker_crash", "timeout", "out_of_memory", "output_limit", "runtime_error", "load_error",
-                 "state_dict_mismatch", "protocol_violation", "too_many_mappings", "output_unwritten")
+                 "state_dict_mismatch", "protocol_violation", "too_many_mappings", "output_unwritten", "output_layout")
         ev.add(Finding(e.code if e.code in known else "runtime_error", e.message[:1000], "error", res.stage))
         res.reason = f"{e.code} during {res.stage}: {e.message[:300]}"
         if e.log_tail:

@@ -28,7 +28,7 @@ CODES: dict[str, str] = {
     "blocked_torch_op": "the worker's op blocker named a torch compute op inside ModelNew.forward (correctness rounds)",
     "output_mismatch": "an output differs from the reference beyond the scale-aware tolerance",
     "output_type": "output type/shape/dtype/structure differs from the reference (incl. tensor subclasses)",
-    "output_layout": "an output is an expand() view or has overlapping elements, not a materialised result",
+    "output_layout": "an output is an expand() view, has overlapping elements or spans far more memory than its elements: not a materialised result",
     "nondeterministic": "a repeat of the first round's inputs gave a different output",
     "shape_variant_mismatch": "wrong output on a declared shape variant (shape hard-coding)",
     "timed_output_mismatch": "an output produced during timing differs from the reference",

@@ -557,10 +557,13 @@ class Worker:
             raise RuntimeError("outputs are read only while the tree is frozen")
         try:
             return shm.read_remote(self.pid, out_lay, header.get("addrs") or [], header.get("values") or [],
-                                   skip=self._input_ranges())
+                                   skip=self._input_ranges(), strides=header.get("strides"))
         except shm.UnwrittenOutput as e:
             self.kill()
             raise WorkerFailure("output_unwritten", str(e), self.log_tail()) from None
+        except shm.BadOutputLayout as e:
+            self.kill()
+            raise WorkerFailure("output_layout", str(e), self.log_tail()) from None
         except shm.RemoteReadError as e:
             raise self._violation(f"the worker's reply names output memory the parent cannot read: {e}") from None
 
@@ -603,7 +606,7 @@ class Worker:
 
 
 _HEADER_TYPES = {"reply_to": str, "ok": bool, "nonce": int, "kind": str, "error": str, "trace": str,
-                 "violations": dict, "values": list, "addrs": list}
+                 "violations": dict, "values": list, "addrs": list, "strides": list}
 
 
 def header_problem(h: dict) -> str | None:
@@ -621,4 +624,8 @@ def header_problem(h: dict) -> str | None:
     addrs = h.get("addrs") or []
     if len(addrs) > 4096 or not all(isinstance(a, int) and not isinstance(a, bool) and 0 <= a < 1 << 64 for a in addrs):
         return "reply field 'addrs' is not a short list of addresses"
+    st = h.get("strides") or []
+    if len(st) > 4096 or not all(s is None or (isinstance(s, list) and len(s) <= 64 and all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 48 for v in s)) for s in st):
+        return "reply field 'strides' is not a short list of stride lists"
     return None

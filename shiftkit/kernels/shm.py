@@ -261,9 +261,11 @@ class UnwrittenOutput(RemoteReadError):
     """Output pages the worker did not write (see :func:`page_written`)."""
 
 
-def unwritten_pages(pid: int, pieces: list[tuple[int, int, int]], skip: list[tuple[int, int]] = ()) -> tuple[int, int]:
-    """(pages not written by ``pid``, pages checked) for the output ``pieces`` (see :func:`page_written`)."""
-    pages = spans_pages(pieces, skip)
+def unwritten_pages(pid: int, pieces: list[tuple[int, int, int]], skip: list[tuple[int, int]] = (),
+                    extra: set[int] = frozenset()) -> tuple[int, int]:
+    """(pages not written by ``pid``, pages checked) for the output ``pieces`` and the ``extra`` page numbers
+    (a strided output's, see :func:`run_pages`), less the ``skip`` ranges (see :func:`page_written`)."""
+    pages = sorted(set(spans_pages(pieces, skip)) | {p for p in extra if not any(lo <= p * PAGE < hi for lo, hi in skip)})
     bad = 0
     i = 0
     while i < len(pages):  # runs of consecutive pages, one read each
@@ -276,13 +278,80 @@ def unwritten_pages(pid: int, pieces: list[tuple[int, int, int]], skip: list[tup
     return bad, len(pages)
 
 
+class BadOutputLayout(RemoteReadError):
+    """An output's strides do not describe a materialised result the parent will read (see :func:`strided_runs`)."""
+
+
+SPAN_FACTOR = 4  # a strided output's memory span may be this many times its elements' bytes (padded rows: ~1x)
+SPAN_MIN = 1 << 16  # ... or this many bytes, whichever is larger
+
+
+def strided_runs(shape: list[int], strides: list, itemsize: int) -> tuple[int, list[int], int]:
+    """Pure: how the parent reads an output tensor the worker left strided (a padded or transposed view), from
+    its shape and the strides the worker names: (span in elements, the element offsets where contiguous runs
+    start, elements per run). Refused (BadOutputLayout): strides that are not one non-negative integer per
+    dimension; a stride 0 over a dimension of size > 1 (an ``expand()`` view) or any layout whose elements could
+    overlap (sorted by stride, each dimension must step past the whole extent of the ones below it: padded and
+    permuted layouts pass); a span beyond :data:`SPAN_FACTOR` x the elements' bytes (or :data:`SPAN_MIN`)."""
+    import torch
+
+    if not isinstance(strides, list) or len(strides) != len(shape) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 48 for v in strides):
+        raise BadOutputLayout(22, f"output strides {str(strides)[:80]} do not fit its shape {shape}")
+    numel = 1
+    for n in shape:
+        numel *= n
+    if numel == 0:
+        return 0, [], 0
+    dims = sorted(((st, n) for n, st in zip(shape, strides) if n > 1))
+    extent = 1  # elements spanned by the dimensions below, each stepping past the last
+    for st, n in dims:
+        if st == 0:
+            raise BadOutputLayout(22, "an output dimension has stride 0 (an expand() view, not a materialised output)")
+        if st < extent:
+            raise BadOutputLayout(22, f"output strides {strides} for shape {shape} let elements overlap in memory")
+        extent = st * (n - 1) + extent
+    span = extent
+    if span * itemsize > max(SPAN_FACTOR * numel * itemsize, SPAN_MIN):
+        raise BadOutputLayout(22, f"an output view spans {span} elements for {numel} (strides {strides}): return a "
+                                  f"denser tensor (at most {SPAN_FACTOR}x its elements)")
+    run, k = 1, 0  # the innermost dimensions that are contiguous together form one run
+    while k < len(dims) and dims[k][0] == run:
+        run *= dims[k][1]
+        k += 1
+    starts = torch.zeros(1, dtype=torch.int64)
+    for st, n in dims[k:]:
+        starts = (starts[:, None] + torch.arange(n, dtype=torch.int64)[None, :] * st).reshape(-1)
+    return span, starts.tolist() if starts.numel() <= 4096 else starts, run
+
+
+def run_pages(addr: int, starts, run: int, itemsize: int) -> set[int]:
+    """Pure: the page numbers holding the elements of runs of ``run`` elements at element offsets ``starts``
+    from ``addr`` (a list, or an int64 tensor for many runs)."""
+    import torch
+
+    nb = run * itemsize
+    if isinstance(starts, list):
+        out = set()
+        for s0 in starts:
+            a = addr + s0 * itemsize
+            out.update(range(a // PAGE, (a + nb - 1) // PAGE + 1))
+        return out
+    a = addr + starts * itemsize  # many short runs (each at most a few pages: the span cap bounds them)
+    first, last = a // PAGE, (a + nb - 1) // PAGE
+    pages = [first + i for i in range(int((last - first).max()) + 1)]
+    return set(torch.unique(torch.minimum(torch.cat(pages), last.repeat(len(pages)))).tolist())
+
+
 def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
-                skip: list[tuple[int, int]] | None = None) -> Any:
+                skip: list[tuple[int, int]] | None = None, strides: list | None = None) -> Any:
     """A private copy of the structure ``lay`` describes, its tensors read from process ``pid`` at ``addrs``
     (one address per tensor leaf, in :func:`leaves` order; as many bytes as the layout's shape and dtype say).
     ``values``: the worker's JSON values for ``value`` leaves, in order. RemoteReadError if the reply's
     addresses do not match the layout or the memory cannot be read. ``skip``: address ranges exempt from the
-    written-page check (the parent's input region as the worker maps it); None: no check."""
+    written-page check (the parent's input region as the worker maps it); None: no check. ``strides``: per
+    tensor leaf, None (contiguous) or the strides of a view the worker left as it is: the parent reads the
+    view's span and takes the elements itself (:func:`strided_runs`), and checks the pages holding them."""
     import torch
 
     n_leaves = len(leaves(lay))
@@ -290,17 +359,32 @@ def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
             isinstance(a, int) and not isinstance(a, bool) and 0 <= a < 1 << 64 for a in addrs):
         raise RemoteReadError(22, f"the reply names {len(addrs) if isinstance(addrs, list) else 'no'} output addresses "
                                   f"for {n_leaves} output tensors")
+    if strides is None:
+        strides = [None] * n_leaves
+    if not isinstance(strides, list) or len(strides) != n_leaves:
+        raise RemoteReadError(22, f"the reply names strides for {len(strides) if isinstance(strides, list) else 'no'} "
+                                  f"of {n_leaves} output tensors")
     vals = iter(values) if values is not None else None
     it = iter(addrs)
+    st_it = iter(strides)
     pieces: list[tuple[int, int, int]] = []
+    strided_pages: set[int] = set()
+    views: list[tuple] = []  # (span buffer, output, strides): the elements taken after the read
 
     def rd(lv):
         t = lv["t"]
         if t == "tensor":
             out = torch.empty(lv["shape"], dtype=getattr(torch, lv["dtype"]))
             a = next(it)
+            st = next(st_it)
             nb = out.numel() * out.element_size()
-            if nb:
+            if st is not None and nb:
+                span, starts, run = strided_runs(list(lv["shape"]), st, out.element_size())
+                buf = torch.empty(span, dtype=out.dtype)
+                pieces.append((a, buf.data_ptr(), span * out.element_size()))
+                strided_pages.update(run_pages(a, starts, run, out.element_size()))
+                views.append((buf, out, st))
+            elif nb:
                 pieces.append((a, out.data_ptr(), nb))
             return out
         if t in ("list", "tuple"):
@@ -312,12 +396,15 @@ def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
 
     res = rd(lay)
     if skip is not None:
-        bad, n = unwritten_pages(pid, pieces, skip)
+        dense = [p for p in pieces if not any(p[1] == v[0].data_ptr() for v in views)]
+        bad, n = unwritten_pages(pid, dense, skip, extra=strided_pages)
         if bad:
             raise UnwrittenOutput(61, f"{bad} of the {n} memory pages of the outputs were not written by the worker "
                                       "(never touched, the shared zero page, or memory it did not write this run): "
                                       "a kernel must write every element of its output")
     vm_read(pid, pieces)
+    for buf, out, st in views:
+        out.copy_(buf.as_strided(out.shape, st))
     return res
 
 

@@ -16,7 +16,8 @@ from shiftkit.kernels.findings import Finding
 _CFLAG_OK = re.compile(r"-O[0-3s]?|-Ofast|-ffast-math|-funsafe-math-optimizations|-fno-math-errno|-ffp-contract=(?:off|on|fast)"
                        r"|-march=native|-mtune=native|-m(?:avx|avx2|avx512(?:f|cd|bw|dq|vl|vnni)|fma|f16c|sse[234]?(?:\.[12])?|ssse3|bmi2?|popcnt|lzcnt)"
                        r"|-fopenmp|-fopenmp-simd|-pthread|-funroll-loops|-fno-unroll-loops|-ftree-vectorize|-fno-tree-vectorize|-fstrict-aliasing"
-                       r"|-fomit-frame-pointer|-fno-exceptions|-fno-rtti|-fPIC|-std=(?:c|gnu)\+\+(?:11|14|17|20)|-std=(?:c|gnu)(?:99|11|17)"
+                       r"|-fomit-frame-pointer|-fno-exceptions|-fno-rtti|-fPIC|-std=(?:c|gnu)\+\+(?:98|03|11|14|17|20|23|26|0x|1y|1z|2a|2b|2c)"
+                       r"|-std=(?:c|gnu)(?:89|90|99|9x|11|1x|17|18|2x|23)|-std=iso9899:(?:1990|1999|2011|2017|2018)"
                        r"|-D[A-Za-z_]\w{0,63}(?:=[A-Za-z0-9_.]{0,64})?|-U[A-Za-z_]\w{0,63}|-w|-g|-g[0-3]")
 # Warning options (``-W[no-][error=]name[=value]``) only change the diagnostics. The name has no comma, so the
 # linker, assembler and preprocessor pass-through (``-Wl,``, ``-Wa,``, ``-Wp,``) never matches; a name GCC does not

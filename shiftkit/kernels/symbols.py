@@ -278,6 +278,7 @@ _TORCH_OK = re.compile(
     r"invoke_parallel|_parallel_run|GRAIN_SIZE))|at::(?:TensorIteratorBase::|TensorIterator::)(?!.*(?:binary|unary|reduce|"
     r"for_each|cast))|at::RecordFunction|at::NoGradGuard|at::AutoDispatchBelow|at::check|at::checkDim|at::checkSize"
     r"|at::(?:CPUGeneratorImpl|detail::getDefaultCPUGenerator)|at::ScalarTypeToString|at::toString|torch::autograd::"
+    r"|at::TensorMaker::make_tensor\(|at::(?:from_blob|for_blob)\("  # a tensor over memory the kernel owns
     r"|torch::wrap_pybind_function|pybind11::|THP\w*|torch::utils::"
     r"|torch::(?:Library|CppFunction|detail::TorchLibraryInit)::|torch::jit::parseSchema(?:OrName)?\()")
 # Sleef, the vector math library torch bundles: ATen's own vector header (at::vec::Vectorized<float>::exp) calls

@@ -139,7 +139,7 @@ class Server:
             return {k: self._input(v) for k, v in lay["items"].items()}
         return lay["v"]
 
-    def _output(self, out, lay, values: list, addrs: list) -> None:
+    def _output(self, out, lay, values: list, addrs: list, strides: list) -> None:
         t = lay["t"]
         if t == "tensor":
             if type(out) is not torch.Tensor:
@@ -152,22 +152,23 @@ class Server:
                 raise _OutputType(bad, "output_layout")
             if src.device.type != "cpu":
                 src = src.cpu()
-            if not src.is_contiguous():
-                src = src.contiguous()
             self.keep.append(src)
             addrs.append(src.data_ptr())
+            # a view (padded rows, a transpose) stays as it is: the parent reads its span and takes the elements
+            # (shm.read_remote), so no copy runs in the round on the candidate's behalf
+            strides.append(None if src.is_contiguous() else list(src.stride()))
             return
         if t in ("list", "tuple"):
             if not isinstance(out, (list, tuple)) or len(out) != len(lay["items"]):
                 raise _OutputType(f"output is {type(out).__name__}, expected a {t} of {len(lay['items'])}")
             for o, lv in zip(out, lay["items"]):
-                self._output(o, lv, values, addrs)
+                self._output(o, lv, values, addrs, strides)
             return
         if t == "dict":
             if not isinstance(out, dict) or sorted(out) != sorted(lay["items"]):
                 raise _OutputType("output dict keys differ from the reference's")
             for k, lv in lay["items"].items():
-                self._output(out[k], lv, values, addrs)
+                self._output(out[k], lv, values, addrs, strides)
             return
         if isinstance(out, torch.Tensor):
             out = out.item() if out.numel() == 1 else None
@@ -212,8 +213,12 @@ class Server:
             return {"ok": True, "nonce": h["nonce"], "addrs": [out.data_ptr()]}
         values: list = []
         addrs: list = []
-        self._output(out, ol, values, addrs)
-        return {"ok": True, "nonce": h["nonce"], "values": values, "addrs": addrs}
+        strides: list = []
+        self._output(out, ol, values, addrs, strides)
+        r = {"ok": True, "nonce": h["nonce"], "values": values, "addrs": addrs}
+        if any(st is not None for st in strides):
+            r["strides"] = strides
+        return r
 
     def loop(self) -> None:
         from shiftkit.kernels.blocking import BlockedOpError

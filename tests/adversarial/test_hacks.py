@@ -168,6 +168,8 @@ FAMILIES = {
         ("mask_prefix_assumed", "masked_softmax_bool", {"output_mismatch"}, {}),
         ("embbag_uniform_offsets", "embbag_offsets", {"output_mismatch"}, {}),  # sorted integers redrawn sorted
         ("rowmax_int64_lowword", "rowmax_int64", {"output_mismatch"}, {}),  # int64 beyond 2^53, random low words
+        ("int32_accum_cumsum", "int32_cumsum", {"output_mismatch"}, {}),  # int32 over its whole range (redteam5 h05)
+        ("mask_empty_row_sentinel", "masked_argmax", {"output_mismatch"}, {}),  # whole rows False (redteam5 h09)
         ("int64_via_fp64", "int64_affine", {"output_mismatch"}, {}),
         ("softmax_prefix_max", "softmax_rows_wide", {"output_mismatch"}, {}),  # a few large values per row
         # a Python-float leaf computed in float32 from bfloat16 inputs: held to float32, not to the inputs' bf16
@@ -196,7 +198,8 @@ WHERE = {"int16_lanes_int32": "int_wide inputs", "onepass_variance": "shift x", 
          "softplus_fp64_naive": "scale_up x", "argmax_last_tie": "ties inputs", "rows_declared_only": "drawn shape variant",
          "bn_buffers_assumed": "trial 0", "mask_causal_assumed": "redraw density of input tensor 1",
          "mask_prefix_assumed": "redraw density of input tensor 1", "embbag_uniform_offsets": "redraw range of input tensor 1",
-         "rowmax_int64_lowword": "redraw far", "int64_via_fp64": "redraw far", "softmax_prefix_max": "outlier x",
+         "rowmax_int64_lowword": "redraw far", "int32_accum_cumsum": "redraw full of input tensor 0",
+         "mask_empty_row_sentinel": "redraw empty of input tensor 1", "int64_via_fp64": "redraw far", "softmax_prefix_max": "outlier x",
          "meansq_leaf_subsample": "trial "}  # the leaf's own budget: the first own trial, not a transform
 
 
@@ -312,7 +315,18 @@ HONEST = [
     ("rowmax_int64_c.py", "rowmax_int64"),  # exact int64: passes values beyond 2^53
     ("softmax_rows_c.py", "softmax_rows_wide"),  # a max pass over the whole row: passes the outliers
     ("meansq_leaf_fp32.py", "meansq_leaf_bf16"),  # fp32 squares in its own order: within the leaf's float32 budget
+    ("cumsum_int64_c.py", "int32_cumsum"),  # int64 accumulation: passes int32 inputs over their whole range
+    ("masked_argmax_c.py", "masked_argmax"),  # torch's rule on a row with nothing masked in: passes empty rows
 ]
+
+
+def test_strided_output_view_is_read_by_the_parent():
+    """redteam5 hn24: a kernel that returns a padded-rows view is read by the parent (its span, then its
+    elements), so no torch copy runs in the candidate's round; with the worker's own .contiguous() the copy was
+    ~1/3 of the samples on this copy problem and the honest kernel got torch_compute."""
+    r = run(HON / "padded_view_c.py", "cat_rows", **PROFILE)
+    assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
+    assert not [f for f in r.findings if f.severity == "error"], r.reason
 
 
 @pytest.mark.parametrize("sol,problem", HONEST, ids=[c[0] for c in HONEST])

@@ -167,6 +167,64 @@ def test_plan_varies_every_integer_and_bool_input_within_the_reference_domain(tm
     assert "redraw shuffle of input tensor 1 inputs" in where and "redraw range of input tensor 1 inputs" not in where
 
 
+def test_redraw_full_range_and_empty_rows_hand_computed():
+    """redteam5 h05/h09: ``full`` draws a narrower integer over its dtype's whole range (hand-computed from the
+    generator); ``empty`` sets one row in EDGE_ROWS all False and as many all True, ``dense`` the True rows only;
+    a constant tensor is left as it is."""
+    x = torch.randint(-1000, 1000, (4, 64), generator=torch.Generator().manual_seed(0), dtype=torch.int32)
+    f = C.redraw_tensor(x, "full", 5)
+    g = torch.Generator().manual_seed(5)
+    want = torch.randint(-2**31, 2**31, (4, 64), generator=g, dtype=torch.int64).to(torch.int32)
+    assert f.dtype == torch.int32 and torch.equal(f, want)
+    assert int(f.to(torch.int64).abs().max()) > 2**30  # far beyond what [-1000, 1000) partial sums reach
+    s = C.redraw_tensor(torch.arange(0, 64, dtype=torch.int16).reshape(1, 64), "full", 2)
+    assert bool((s[..., 1:] >= s[..., :-1]).all()) and int(s.to(torch.int64).abs().max()) > 2**10  # sorted stays sorted
+    u = C.redraw_tensor(torch.tensor([1, 2, 3], dtype=torch.uint8), "full", 1)
+    assert u.dtype == torch.uint8
+    const = torch.full((8,), 7, dtype=torch.int32)
+    assert C.redraw_tensor(const, "full", 1) is const
+    big = torch.tensor([1, 2], dtype=torch.int64)
+    assert C.redraw_tensor(big, "full", 1) is big  # int64 gets ``far``, not ``full``
+    m = torch.rand(64, 32, generator=torch.Generator().manual_seed(1)) < 0.5
+    e = C.redraw_tensor(m, "empty", 3)
+    d = C.redraw_tensor(m, "dense", 3)
+    k = 64 // C.EDGE_ROWS
+    assert int((~e.any(-1)).sum()) >= k and int(e.all(-1).sum()) >= k
+    assert int((~d.any(-1)).sum()) == 0 and int(d.all(-1).sum()) >= k
+    g = torch.Generator().manual_seed(3)  # hand-computed: the density draw, then the rows, from one generator
+    base = torch.rand(m.shape, generator=g, dtype=torch.float64) < float(m.double().mean())
+    order = torch.randperm(64, generator=g)
+    base[order[:k]] = False
+    base[order[k:2 * k]] = True
+    assert torch.equal(e, base)
+    assert torch.equal(C.redraw_tensor(torch.tensor([True, False, True]), "empty", 1), torch.zeros(3, dtype=torch.bool))
+    ones = torch.ones(4, 4, dtype=torch.bool)
+    assert C.redraw_tensor(ones, "empty", 1) is ones
+    assert C.extra_variants(m) == (("empty", "dense"),) and C.extra_variants(x) == (("full",),)
+    assert C.extra_variants(big) == (("far",),)
+
+
+def test_plan_reaches_the_output_width_and_empty_rows(tmp_path):
+    """The plan admits ``full`` for an int32 -> int64 scan and ``empty`` for a masked argmax (all-False rows
+    have a defined output), and falls back to ``dense`` where an all-False row has none (a masked softmax)."""
+    cs = _write(tmp_path, "i32_cumsum", "class Model(nn.Module):\n    def forward(self, x):\n"
+                "        return torch.cumsum(x, 1)\n\n\n"
+                "def get_inputs():\n    return [torch.randint(-1000, 1000, (8, 256), dtype=torch.int32)]\n\n\n"
+                "def get_init_inputs():\n    return []\n")
+    ev, where = _plan(cs)
+    assert "redraw full of input tensor 0 inputs" in where and ("redraw", (0, "full")) in ev.spot_kinds
+    r = [r for r in ev.plan() if r["where"] == "redraw full of input tensor 0 inputs"][0]
+    assert int(r["expected"].abs().max()) > 2**31  # an int32 accumulator overflows on this round
+    am = _write(tmp_path, "masked_argmax", "class Model(nn.Module):\n    def forward(self, x, m):\n"
+                "        return x.masked_fill(~m, float('-inf')).argmax(-1)\n\n\n"
+                "def get_inputs():\n    return [torch.randn(64, 64), torch.rand(64, 64) < 0.5]\n\n\n"
+                "def get_init_inputs():\n    return []\n")
+    _, where = _plan(am)
+    assert "redraw empty of input tensor 1 inputs" in where
+    _, where = _plan(ADV / "problems" / "masked_softmax_bool.py")
+    assert "redraw dense of input tensor 1 inputs" in where and "redraw empty of input tensor 1 inputs" not in where
+
+
 # ----------------------------------------------------------------------------- outliers
 
 def test_outlier_transform_hand_computed_and_degenerate():

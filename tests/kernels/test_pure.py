@@ -27,7 +27,8 @@ def codes(fs):
 
 def test_flag_allowlist():
     ok = ["-O3", "-march=native", "-mavx2", "-mfma", "-fopenmp", "-DTILE=64", "-std=c++17", "-Wno-unused", "-ffast-math",
-          "-ffp-contract=off", "-pthread"]  # -pthread: std::thread (redteam3 hn14)
+          "-ffp-contract=off", "-pthread",  # -pthread: std::thread (redteam3 hn14)
+          "-std=c++23", "-std=gnu++2b", "-std=c2x", "-std=iso9899:2011"]  # every dialect GCC names (redteam5 hn03)
     assert static.disallowed_flags(ok) == []
     bad = ["-O3; touch /tmp/x", "-fplugin=/tmp/x.so", "-I/etc", "-include/etc/passwd", "@/tmp/resp", "-Wl,-rpath,/tmp",
            "-specs=/tmp/s", "-B/tmp", "-o/tmp/x", "-DX=$(id)", "-Wa,-x", "--sysroot=/"]
@@ -141,10 +142,14 @@ def test_symbol_allowlist_torch_bindings():
         "_ZNK2at10TensorBase8data_ptrIfEEPT_v": "float* at::TensorBase::data_ptr<float>() const",
         "_ZN3c106detail14torchCheckFailE": "c10::detail::torchCheckFail(char const*, char const*, unsigned int, char const*)",
         "_ZN3c1010Dispatcher9singletonEv": "c10::Dispatcher::singleton()",
+        # torch::from_blob's out-of-line step: a tensor over the kernel's own memory (redteam5 hn29)
+        "_ZN2at11TensorMaker11make_tensorEv": "at::Tensor at::TensorMaker::make_tensor()",
+        "_ZN2at11TensorMaker7computeEv": "at::TensorMaker::compute()",  # not make_tensor: refused
     }
     got = symbols.forbidden_imports(list(dem) + ["PyRun_SimpleString", "PyTuple_New"], "torch", dem,
                                     frozenset({"PyTuple_New"}))
     assert got == sorted(["at::cpu::mm(at::Tensor const&, at::Tensor const&)", "c10::Dispatcher::singleton()",
+                          "at::TensorMaker::compute()",
                           "at::native::add(at::Tensor const&, at::Tensor const&, c10::Scalar const&)", "PyRun_SimpleString"])
 
 
@@ -664,3 +669,55 @@ def test_draw_variant_moves_declared_globals_by_small_odd_amounts():
     small = C.draw_variant({"n": 1}, [{"n": 2}], 0)
     assert small["n"] in (4, 6)  # never below 1, never the declared 2 or the default 1
     assert C.draw_variant({"n": 4}, [], 0) == {} and C.draw_variant({"s": "a"}, [{"s": "b"}], 0) == {}  # degenerate
+
+
+# ----------------------------------------------------------------------------- strided outputs (redteam5 hn24)
+
+def test_strided_runs_hand_computed_and_refusals():
+    from shiftkit.kernels import shm
+
+    # padded rows: 3 rows of 5 floats, leading dimension 8: span 2*8 + 5 = 21, runs of 5 at 0, 8, 16
+    assert shm.strided_runs([3, 5], [8, 1], 4) == (21, [0, 8, 16], 5)
+    # a transpose is dense: one run over the whole span
+    assert shm.strided_runs([4, 6], [1, 4], 8) == (24, [0], 24)
+    # every other element (span 2x): runs of one
+    assert shm.strided_runs([4], [2], 4) == (7, [0, 2, 4, 6], 1)
+    assert shm.strided_runs([0, 5], [5, 1], 4) == (0, [], 0)  # empty
+    assert shm.strided_runs([1, 5], [999, 1], 4) == (5, [0], 5)  # a size-1 dimension's stride does not matter
+    for shape, st in (([4, 5], [0, 1]), ([4, 5], [1, 1]), ([4, 5], [3, 1]), ([4, 5], [5]), ([4, 5], [5, -1]),
+                      ([4, 5], [5.0, 1]), ([64, 64], [64 * 40, 1])):
+        try:
+            shm.strided_runs(shape, st, 4)
+        except shm.BadOutputLayout:
+            continue
+        raise AssertionError((shape, st))  # expand, overlap, wrong rank or type, too sparse: all refused
+    starts = shm.strided_runs([5000, 3], [4, 1], 4)[1]
+    assert not isinstance(starts, list) and starts.numel() == 5000  # many runs: a tensor, pages computed in bulk
+
+
+def test_run_pages_match_the_elements_pages():
+    import torch
+
+    from shiftkit.kernels import shm
+
+    P = shm.PAGE
+    for shape, st, itemsize, addr in (([3, 5], [8, 1], 4, P - 8), ([5000, 3], [4, 1], 4, 12), ([9, 2], [512, 1], 8, 0),
+                                      ([2, 1100], [1200, 1], 4, 3 * P - 4)):
+        span, starts, run = shm.strided_runs(shape, st, itemsize)
+        want = set()
+        idx = torch.zeros(1, dtype=torch.int64)
+        for n, s in zip(shape, st):
+            idx = (idx[:, None] + torch.arange(n)[None, :] * s).reshape(-1)
+        for e in idx.tolist():
+            a = addr + e * itemsize
+            want |= {a // P, (a + itemsize - 1) // P}
+        assert shm.run_pages(addr, starts, run, itemsize) == want, (shape, st)
+
+
+def test_reply_strides_are_validated():
+    from shiftkit.kernels.sandbox import header_problem
+
+    assert header_problem({"addrs": [4096], "strides": [None]}) is None
+    assert header_problem({"addrs": [4096], "strides": [[8, 1]]}) is None
+    assert header_problem({"strides": [[-1]]}) and header_problem({"strides": [["x"]]})
+    assert header_problem({"strides": "8,1"}) and header_problem({"strides": [[True]]})
