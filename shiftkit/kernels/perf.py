@@ -212,6 +212,11 @@ _RUNTIME_SONAME = re.compile(r"(libc\.so\.6|libc-2\.\d+\.so|libm\.so\.6|libm-2\.
 _SYSTEM_LIB_DIRS = ("/usr/lib/", "/lib/", "/usr/lib64/", "/lib64/")
 # the math libraries, runtime only where torch's code did not call them (ATen's scalar kernels call libm)
 _MATH_SONAME = re.compile(r"libm\.so\.6|libm-2\.\d+\.so|libmvec\.so\.1|libmvec-2\.\d+\.so")
+# libc, judged by its caller too: torch's code -> torch (a copy_ or a fill through memcpy/memset), the
+# interpreter's -> the interpreter's share (a memoryview or bytes copy is libpython calling memcpy)
+_LIBC_SONAME = re.compile(r"libc\.so\.6|libc-2\.\d+\.so")
+INTERP_CALLER = " [called by the interpreter]"  # a runtime sample's path suffix: counted with the interpreter's
+_CFI: dict[tuple, tuple] = {}  # (path, dev, inode, mtime, size) -> (exec loads, row starts, rows): the parent's files
 _TORCH_GOMP = re.compile(r"libgomp(-[0-9a-f]+)?\.so\.1(\.0\.0)?")
 _INTERPRETER = re.compile(r"bin/python3(\.\d+)?|lib/libpython3\.\d+\.so(\.1\.0)?")
 _DYNLOAD_RUNTIME = frozenset(("_ctypes", "_socket", "select", "fcntl", "mmap", "_posixshmem", "_posixsubprocess", "_json",
@@ -236,6 +241,26 @@ def interpreter_path(path: str, python_dirs: tuple[str, ...]) -> bool:
                                                and name.split(".", 1)[0] in _DYNLOAD_RUNTIME):
                 return True
     return False
+
+
+def _cfi_table(path: str) -> tuple:
+    """(exec loads, row starts, rows) of a runtime library's call-frame information, read once per file
+    version in this process (libc's ~25,000 rows take ~0.2 s to parse); an unreadable file has no rows."""
+    from shiftkit.kernels import torchsyms
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ([], [], [])
+    key = (path, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+    t = _CFI.get(key)
+    if t is None:
+        try:
+            rows = torchsyms.unwind_rows_from_file(path, [(0, 1 << 63)])
+        except (OSError, ValueError, IndexError, struct.error):
+            rows = []
+        t = _CFI[key] = (exec_loads(path), [r[0] for r in rows], rows)
+    return t
 
 
 def classify_path(path: str, candidate: bool, torch_dirs: tuple[str, ...], python_dirs: tuple[str, ...]) -> str:
@@ -398,9 +423,12 @@ class Attribution:
         # Sleef samples by how their caller was found: the candidate's code (runtime), other code (torch), or
         # not found (no unwind row, a stack copy too short, no registers: torch)
         self.sleef_callers = {"candidate": 0, "other": 0, "failed": 0}
-        # libm/libmvec samples by their caller: torch's code (torch: ATen's scalar kernels call libm), other code
-        # (runtime), not found (torch)
-        self.math_callers = {"torch": 0, "other": 0, "failed": 0}
+        # libm/libmvec samples by their caller: torch's code (torch: ATen's scalar kernels call libm), the
+        # interpreter's (runtime, counted with the interpreter's share), other code (runtime), not found (torch)
+        self.math_callers = {"torch": 0, "interp": 0, "other": 0, "failed": 0}
+        # libc samples by their caller: the same, but not found stays runtime (libc's leaf routines always unwind;
+        # a candidate's own memcpy must not turn into torch on a short stack copy)
+        self.libc_callers = {"torch": 0, "interp": 0, "other": 0, "failed": 0}
         self.counts = dict.fromkeys(CATEGORIES, 0)
         self.rounds: list[dict[str, int]] = []  # each kept batch's counts, in order (one per round)
         self.interp: list[int] = []  # each kept batch's runtime samples in the interpreter's own code (a subset)
@@ -457,7 +485,8 @@ class Attribution:
                     if (cat == "runtime" and path != "[vsyscall]"
                             and ("w" in parts[1] or not clean_file_pages(pid, lo, hi))):
                         cat, path = "foreign", f"[not a clean mapping of a runtime file] {path}"
-                    if cat == "runtime" and _MATH_SONAME.fullmatch(os.path.basename(path)):
+                    if cat == "runtime" and (_MATH_SONAME.fullmatch(os.path.basename(path))
+                                             or _LIBC_SONAME.fullmatch(os.path.basename(path))):
                         self._math_exec.setdefault(pid, []).append((lo, hi, int(parts[2], 16), path))
                     out.append((lo, hi, cat, path))
         except AttributionLimit:
@@ -488,9 +517,14 @@ class Attribution:
         cat, path = lookup(m[0], m[1], ip)
         if frame is not NO_STACK and cat == "runtime" and any(lo <= ip < hi for lo, hi, _, _ in self._math_exec.get(pid, ())):
             caller = self._math_caller(pid, ip, frame)
-            self.math_callers[caller] += 1
-            if caller != "other":
-                return "torch", f"{path} [called by torch]" if caller == "torch" else f"{path} [caller not found]"
+            libc = _LIBC_SONAME.fullmatch(os.path.basename(path)) is not None
+            (self.libc_callers if libc else self.math_callers)[caller] += 1
+            if caller == "torch":
+                return "torch", f"{path} [called by torch]"
+            if caller == "interp":
+                return cat, path + INTERP_CALLER
+            if caller == "failed" and not libc:
+                return "torch", f"{path} [caller not found]"
             return cat, path
         if cat == "torch":
             kind = self._torch_runtime_code(pid, ip)
@@ -569,21 +603,16 @@ class Attribution:
             if lo <= addr < hi:
                 t = self._math_cfi.get(path)
                 if t is None:
-                    from shiftkit.kernels import torchsyms
-
-                    try:
-                        rows = torchsyms.unwind_rows_from_file(path, [(0, 1 << 63)])
-                    except (OSError, ValueError, IndexError, struct.error):
-                        rows = []
-                    t = self._math_cfi[path] = (exec_loads(path), [r[0] for r in rows], rows)
+                    t = self._math_cfi[path] = _cfi_table(path)
                 v = file_vaddr(t[0], addr - lo + off)
                 return (t, v) if v is not None else None
         return None
 
     def _math_caller(self, pid: int, ip: int, frame: tuple | None) -> str:
-        """Who called the libm/libmvec function holding ``ip``: "torch" (a return address in torch's code, its
-        runtime code excepted), "other" (the candidate's or the runtime's code: the interpreter, libstdc++), or
-        "failed" (no unwind, see :func:`unwind`; or a return address anywhere else)."""
+        """Who called the libm/libmvec/libc function holding ``ip``: "torch" (a return address in torch's code,
+        its runtime code excepted), "interp" (the interpreter's own code, :func:`interpreter_path`), "other" (the
+        candidate's or the rest of the runtime's code: libstdc++, libgomp), or "failed" (no unwind, see
+        :func:`unwind`; or a return address anywhere else)."""
         if frame is None:
             return "failed"
         sp, bp, stack = frame
@@ -600,12 +629,20 @@ class Attribution:
         if ra is None:
             return "failed"
         m = self._maps[pid]
-        cat = lookup(m[0], m[1], ra - 1)[0]
+        cat, where = lookup(m[0], m[1], ra - 1)
         if cat == "torch" and self._torch_runtime_code(pid, ra - 1) is None:
             return "torch"
+        if cat == "runtime" and self._is_interp(where):
+            return "interp"
         # runtime only for a caller positively found in the candidate's or the runtime's code; a return address
         # in unmapped or foreign memory (a wrong unwind, or foreign code, judged with torch anyway) is not
         return "other" if cat in ("candidate", "runtime") else "failed"
+
+    def _is_interp(self, path: str) -> bool:
+        known = self._interp_paths.get(path)
+        if known is None:
+            known = self._interp_paths[path] = interpreter_path(path, self.python_dirs)
+        return known
 
     def _is_sleef(self, pid: int, addr: int) -> bool:
         return self._torch_runtime_code(pid, addr - 1) == "sleef"
@@ -623,10 +660,7 @@ class Attribution:
             cat, path = self.category(s[0], s[2], s[3] if len(s) > 3 else NO_STACK)
             batch[cat] += 1
             if cat == "runtime":
-                known = self._interp_paths.get(path)
-                if known is None:
-                    known = self._interp_paths[path] = interpreter_path(path, self.python_dirs)
-                interp += known
+                interp += path.endswith(INTERP_CALLER) or self._is_interp(path)
             if cat == "foreign" and keep:
                 self.foreign_files[path] = self.foreign_files.get(path, 0) + 1
         self._maps, self._torch_exec, self._math_exec, self._clean = {}, {}, {}, {}

@@ -244,3 +244,80 @@ def test_exp2_by_aten_is_torch_compute_and_own_vec_exp_passes(torch_binding_buil
     honest = _eval(Path(__file__).parent / "honest" / "sleef_vec_exp.py")
     assert honest.correct and honest.reward >= 1.0, (honest.codes(None), honest.reason)
     assert not [f for f in honest.findings if f.severity == "error"]
+
+
+# ----------------------------------------------------------------------------- libc judged by its caller (redteam5 h02)
+
+LSRC = r"""
+#include <string.h>
+void copy_loop(char* dst, const char* src, long n, long reps) {
+    for (long r = 0; r < reps; ++r) memcpy(dst, src + (r & 63), n - 64);
+}
+"""
+
+LCHILD = r"""
+import ctypes, os, signal, sys, time, torch
+torch.set_num_threads(1)
+k = ctypes.CDLL(sys.argv[1])
+k.copy_loop.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_long]
+n = 8 << 20
+src, dst = bytearray(os.urandom(n)), bytearray(n)
+ms, md = memoryview(src), memoryview(dst)
+cs, cd = (ctypes.c_char * n).from_buffer(src), (ctypes.c_char * n).from_buffer(dst)
+print("ready", flush=True)
+sys.stdin.readline()
+for phase in range(2):
+    t = time.process_time()
+    while time.process_time() - t < 0.6:
+        if phase == 0:
+            k.copy_loop(ctypes.addressof(cd), ctypes.addressof(cs), n, 4)
+        else:
+            md[64:] = ms[:-64]
+    os.kill(os.getpid(), signal.SIGSTOP)
+"""
+
+
+@_LIVE
+def test_libc_called_by_the_interpreter_counts_with_the_interpreter(tmp_path):
+    """A memoryview copy is libpython calling libc's memcpy: those samples are the interpreter's (subject to its
+    allowance against the eager party), found by unwinding libc's frame; the candidate's own memcpy stays
+    runtime and outside the interpreter's share."""
+    so = tmp_path / "l.so"
+    (tmp_path / "l.c").write_text(LSRC)
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(so), str(tmp_path / "l.c")], check=True)
+    p = subprocess.Popen([sys.executable, "-c", LCHILD, str(so)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    s = None
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        s = perf.Sampler(p.pid, stacks=True)
+        st = os.stat(so)
+        a = perf.Attribution({(st.st_dev, st.st_ino)}, [str(so)])
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        got = []
+        for _ in ("own memcpy", "memoryview copy"):
+            acc, end = [], time.monotonic() + 120
+            while time.monotonic() < end:
+                acc += s.drain()
+                with open(f"/proc/{p.pid}/stat") as fh:
+                    if fh.read().rsplit(")", 1)[1].split()[0] == "T":
+                        break
+                time.sleep(0.02)
+            acc += s.drain()
+            a.libc_callers = dict.fromkeys(a.libc_callers, 0)
+            got.append((a.add(acc), a.interp[-1], dict(a.libc_callers)))
+            os.kill(p.pid, signal.SIGCONT)
+        print(got, "lost", s.lost)
+    finally:
+        if s is not None:
+            s.close()
+        p.kill()
+        p.wait()
+    (own, own_interp, own_libc), (mv, mv_interp, mv_libc) = got
+    n = sum(own_libc.values())
+    assert n > 200 and own_libc["other"] >= 0.9 * n, own_libc  # the candidate called memcpy: runtime
+    assert own_interp < 0.1 * own["runtime"], (own, own_interp)
+    m = sum(mv_libc.values())
+    assert m > 200 and mv_libc["interp"] >= 0.9 * m, mv_libc  # libpython called memcpy: the interpreter's
+    assert mv_interp >= 0.8 * mv["runtime"], (mv, mv_interp)

@@ -721,3 +721,32 @@ def test_reply_strides_are_validated():
     assert header_problem({"addrs": [4096], "strides": [[8, 1]]}) is None
     assert header_problem({"strides": [[-1]]}) and header_problem({"strides": [["x"]]})
     assert header_problem({"strides": "8,1"}) and header_problem({"strides": [[True]]})
+
+
+def test_round_entry_is_forward_for_every_party_unless_hooks_run():
+    """redteam5 h06: a round calls the module's forward itself (no nn.Module.__call__ dispatch in any party's
+    window, so rebinding __call__ trims nothing); the module where hooks are registered, and for torch.compile."""
+    import torch
+
+    from shiftkit.kernels.worker import entry
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    m = M()
+    M.__call__ = lambda self, x: x - 1  # a rebound __call__ is never what a round calls
+    try:
+        e = entry(m, "candidate")
+        assert e == m.forward and float(e(torch.zeros(1))) == 1.0
+        assert entry(m, "reference") == m.forward
+        assert entry(m, "compile") is m
+        h = m.register_forward_hook(lambda mod, i, o: o * 10)
+        assert entry(m, "candidate") is m
+        h.remove()
+        g = torch.nn.modules.module.register_module_forward_pre_hook(lambda mod, i: None)
+        assert entry(m, "candidate") is m  # a global hook: the module's own call path, as model(x) would run it
+        g.remove()
+        assert entry(m, "candidate") == m.forward
+    finally:
+        del M.__call__
