@@ -9,11 +9,13 @@ the file mapped there, read by the parent from ``/proc/<pid>/maps`` (the kernel'
 word): the candidate's own built extension (by device and inode), torch, the Python/C runtime, the kernel,
 or anything else (another library, code in anonymous or tmpfs memory).
 
-Two kinds of runtime code are judged by **who called them**, read from the sample's user registers and the top
+Three kinds of runtime code are judged by **who called them**, read from the sample's user registers and the top
 of its stack (``PERF_SAMPLE_REGS_USER``/``STACK_USER``) with the library's own DWARF call-frame information
-(:func:`unwind`): torch's bundled Sleef is runtime only when the candidate's code called it, and libm/libmvec are
-torch when torch's code called them (ATen's scalar kernels, the DEFAULT CPU capability); a caller that cannot be
-found counts as torch. (x86-64 only, and only for a Sampler opened with ``stacks``, as the sandbox's is:
+(:func:`unwind`): torch's bundled Sleef is runtime only when the candidate's code called it; libm/libmvec are
+torch when torch's code called them (ATen's scalar kernels, the DEFAULT CPU capability), and a caller that cannot
+be found counts as torch; libc is torch when torch's code called it (a copy through ``memcpy``). libm and libc
+called by the interpreter's own code count with the interpreter's share (:data:`INTERP_CALLER`: a ``memoryview``
+copy is libpython calling ``memcpy``). (x86-64 only, and only for a Sampler opened with ``stacks``, as the sandbox's is:
 elsewhere no stack is sampled, Sleef stays torch and libm runtime.)
 """
 
