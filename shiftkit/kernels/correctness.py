@@ -353,8 +353,10 @@ def redraw_tensor(x, variant: str, seed: int):
     (integers below 64 bits) - uniform over the dtype's whole range (sorted along the last dim where the original
     is): a result wider than the input (int32 in, int64 out) accumulated at the input's width overflows at once.
     bool ``empty`` - the ``density`` draw with one last-dim row in :data:`EDGE_ROWS` (at least one) all False and
-    as many others all True (a 1-row tensor: all False); ``dense`` - the same rows all True only. A constant
-    tensor is returned as it is by ``full``, ``empty`` and ``dense`` (a flag, not a domain)."""
+    as many others all True (a 1-row tensor: all False); ``dense`` - the ``row`` draw (a True in every row) with
+    the same rows all True. A constant mask (all True or all False) is drawn at density 1/2 by ``empty`` and
+    ``dense``: a kernel that ignores a mask that happens to be constant is wrong. A constant integer tensor is
+    returned as it is by ``full`` (a flag or a size, not a domain)."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
@@ -370,9 +372,9 @@ def redraw_tensor(x, variant: str, seed: int):
             raise ValueError(f"unknown redraw variant {variant!r} for bool")
         p = float(x.double().mean())
         if variant in ("empty", "dense") and p in (0.0, 1.0):
-            return x
+            p = 0.5  # a constant mask shows no density: its rounds of their own draw half (redteam6 h08)
         out = torch.rand(x.shape, generator=g, dtype=torch.float64) < p
-        if variant == "row" and x.dim() >= 1:
+        if variant in ("row", "dense") and x.dim() >= 1:
             col = torch.randint(0, x.shape[-1], x.shape[:-1] + (1,), generator=g)
             out = out.scatter(-1, col, True)
         if variant in ("empty", "dense"):
@@ -513,27 +515,43 @@ def perturb_buffers(buffers: dict, seed: int, rel: float = PARAM_NOISE) -> dict:
     return _moved(buffers, seed, move)
 
 
-def draw_variant(defaults: dict, declared: list, seed: int) -> dict:
-    """Pure: a shape variant the harness draws itself: every integer global that the problem's declared
+DRAWN_RESIDUES = 8  # drawn shape variants: one per non-zero residue mod 8 of the move (a tail of 1..7 elements)
+
+
+def draw_variants(defaults: dict, declared: list, seed: int, m: int = DRAWN_RESIDUES) -> list[dict]:
+    """Pure: the shape variants the harness draws itself: every integer global that the problem's declared
     ``SHAPE_VARIANTS`` already vary (so a solution is expected to handle other values of it), moved from its
-    default by a small odd amount drawn from ``seed`` (1, 3 or 5 either way; upwards where it would drop
-    below 1), never onto the default or a declared value. {} when nothing qualifies."""
+    default by ``r`` or ``r - m`` (a random side; upwards where it would drop below 1), one variant per residue
+    ``r`` in 1..m-1, each global taking the residues in its own random order, never onto the default or a
+    declared value (that residue skipped for that global). So every global is seen at every remainder mod
+    ``m`` of its default: a kernel right only for some tails (vector widths up to ``m`` lanes) is wrong on
+    one of them (redteam6 h04, a tail bug only at COLS % 4 == 2, passed the single odd move). [] when nothing
+    qualifies; variants that would move nothing are dropped."""
     import random
 
     rng = random.Random(seed)
     names = sorted({k for v in declared for k, x in v.items() if isinstance(x, int) and not isinstance(x, bool)})
-    out = {}
+    order = {}
     for k in names:
         d = defaults.get(k)
-        if not isinstance(d, int) or isinstance(d, bool):
-            continue
-        taken = {d} | {v[k] for v in declared if k in v}
-        for _ in range(16):
-            delta = rng.choice((-5, -3, -1, 1, 3, 5))
-            n = d + delta if d + delta >= 1 else d + abs(delta)
-            if n not in taken:
-                out[k] = n
-                break
+        if isinstance(d, int) and not isinstance(d, bool):
+            rs = list(range(1, m))
+            rng.shuffle(rs)
+            order[k] = rs
+    out = []
+    for i in range(m - 1):
+        var = {}
+        for k, rs in order.items():
+            d, r = defaults[k], rs[i]
+            taken = {d} | {v[k] for v in declared if k in v}
+            sides = [r, r - m] if rng.random() < 0.5 else [r - m, r]
+            for delta in sides:
+                n = d + delta
+                if n >= 1 and n not in taken:
+                    var[k] = n
+                    break
+        if var:
+            out.append(var)
     return out
 
 

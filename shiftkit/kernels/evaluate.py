@@ -475,8 +475,11 @@ class _Evaluation:
         """Every floating parameter (:func:`C.perturb_params`), then every floating persistent buffer
         (:func:`C.perturb_buffers`: BatchNorm's running statistics), moved by noise from the secret, so values
         that are constant at init (LayerNorm's 1 and 0, a running mean 0 and variance 1) take values no
-        candidate can assume. Each group is kept only where the reference stays defined: on the first trial's
-        inputs it does not raise and its output is finite wherever the unperturbed one is; else that group
+        candidate can assume. A move is kept only where the reference stays defined: on the first trial's
+        inputs it does not raise and its output is finite wherever the unperturbed one is. Where a group's move
+        is refused, each tensor is admitted on its own, in name order, by the group's rule or else the
+        sign-preserving one (:func:`C.perturb_buffers`: a gain under a square root stays positive), so one
+        parameter the model cannot move keeps no other at its init (redteam6 h02); a tensor refused both ways
         keeps its seeded init as drawn. Non-persistent buffers never reach the candidate (not in the state
         dict) and are never moved."""
         import torch
@@ -484,27 +487,45 @@ class _Evaluation:
         sd = set(model.state_dict().keys())
         groups = [(dict(model.named_parameters()), C.perturb_params, 1),
                   ({k: v for k, v in model.named_buffers() if k in sd}, C.perturb_buffers, 2)]
-        x = None
+        x, before = None, None
+
+        def defined() -> bool:
+            try:
+                with torch.no_grad():
+                    return C.finite_where(_cpu(model(*x)), before)
+            except Exception:  # noqa: BLE001 - values the model cannot take
+                return False
+
         for tensors, move, purpose in groups:
             tensors = {k: v for k, v in tensors.items() if v.is_floating_point() or v.is_complex()}
             if not tensors:
                 continue
-            new = move({k: v.detach() for k, v in tensors.items()}, self.seed("weights", purpose))
+            plain = {k: v.detach() for k, v in tensors.items()}
+            new = move(plain, self.seed("weights", purpose))
+            signed = C.perturb_buffers(plain, self.seed("weights", purpose + 10))
             drawn = {k: v.detach().clone() for k, v in tensors.items()}
-            try:
-                with torch.no_grad():
-                    x = _to(self.p.inputs(self.seed("trial", 0)), self.device) if x is None else x
-                    before = _cpu(model(*x))
-                    for k, v in tensors.items():
-                        v.copy_(new[k])
-                    after = _cpu(model(*x))
-                if C.finite_where(after, before):
-                    continue
-            except Exception:  # noqa: BLE001 - values the model cannot take: the seeded init as drawn
-                pass
+            with torch.no_grad():
+                if x is None:
+                    x = _to(self.p.inputs(self.seed("trial", 0)), self.device)
+                    try:
+                        before = _cpu(model(*x))
+                    except Exception:  # noqa: BLE001 - the reference fails unperturbed: nothing to keep defined
+                        return model
+                for k, v in tensors.items():
+                    v.copy_(new[k])
+            if defined():
+                continue
             with torch.no_grad():
                 for k, v in tensors.items():
                     v.copy_(drawn[k])
+            for k in sorted(tensors):
+                for cand in (new[k], signed[k]):
+                    with torch.no_grad():
+                        tensors[k].copy_(cand)
+                    if defined():
+                        break
+                    with torch.no_grad():
+                        tensors[k].copy_(drawn[k])
         return model
 
     # -- bookkeeping
@@ -726,9 +747,7 @@ class _Evaluation:
                     x = p.inputs(self.seed("variant", i), var)
                     rounds.append({"kind": "shape_variant", "where": f"shape variant {var}", "inputs": x,
                                    "expected": self.reference(x), "code": "shape_variant_mismatch"})
-                drawn = self._drawn_variant()
-                if drawn is not None:
-                    rounds.append(drawn)
+                rounds += self._drawn_variants()
         if c.determinism:
             rounds.append({"kind": "repeat", "where": "determinism", "inputs": rounds[0]["inputs"],
                            "expected": rounds[0]["expected"], "repeat": True})
@@ -751,6 +770,8 @@ class _Evaluation:
                     if all(a is b or (a.dtype == b.dtype and a.shape == b.shape and bool((a == b).all()))
                            for a, b in zip(C._tensors(x), ts)):
                         continue  # nothing changed (a constant tensor): not a round
+                    if v == "full" and not self._shapes_value_independent(x, base["expected"]):
+                        continue  # values as sizes (bincount, one_hot): 2^31 would allocate gigabytes here
                     exp = self._checked_reference(x)
                     if exp is None:
                         continue
@@ -759,31 +780,55 @@ class _Evaluation:
                     self.spot_kinds.append(("redraw", (t, v)))
                     break
 
-    def _drawn_variant(self) -> dict | None:
-        """One round on a shape the harness draws itself (:func:`C.draw_variant`: the globals the declared
-        variants vary, each moved by a small odd amount from the secret), only where ``get_init_inputs`` does
-        not change under it, the inputs' shapes do, and the reference runs on them."""
+    def _shapes_value_independent(self, x, expected) -> bool:
+        """Does the reference give ``expected``'s shapes on ``x`` without reading any value as a size? Run under
+        torch's fake tensors (shapes only, no memory): an op whose output shape depends on values (``bincount``,
+        ``nonzero``, ``.item()`` into a size) raises there. The ``full`` redraw puts int32 values up to 2^31 into
+        the reference, which must not allocate by them in the parent."""
+        import torch
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.utils._pytree import tree_map
+
+        def shapes(o):
+            return [(tuple(t.shape), t.dtype) for t in C._tensors(o)]
+
+        try:
+            with FakeTensorMode(allow_non_fake_inputs=True) as mode, torch.no_grad():
+                fx = tree_map(lambda t: mode.from_tensor(t) if isinstance(t, torch.Tensor) else t, list(x))
+                out = self.model(*_to(fx, self.device))
+                got = shapes(out)
+        except Exception:  # noqa: BLE001 - data-dependent, or an op fake tensors do not cover: not admitted
+            return False
+        return got == shapes(expected)
+
+    def _drawn_variants(self) -> list[dict]:
+        """Rounds on shapes the harness draws itself (:func:`C.draw_variants`: the globals the declared
+        variants vary, moved from the secret to every remainder mod 8 of their defaults), each only where
+        ``get_init_inputs`` does not change under it, the inputs' shapes do, and the reference runs on them."""
         p = self.p
         declared = p.shape_variants
         if not declared:
-            return None
+            return []
         defaults = {k: getattr(p.module, k) for v in declared for k in v if hasattr(p.module, k)}
-        var = C.draw_variant(defaults, declared, self.seed("drawn_variant", 0))
-        if not var:
-            return None
+        out = []
         try:
             init0 = repr(p.init_inputs())
-            with p.variant(var):
-                same_init = repr(p.init_inputs()) == init0
-            x = p.inputs(self.seed("variant", len(declared)), var)
-            shapes = [tuple(t.shape) for t in C._tensors(x)]
-            if not same_init or shapes == [tuple(t.shape) for t in C._tensors(p.inputs(self.seed("trial", 0)))]:
-                return None
-            exp = self.reference(x)
-        except Exception:  # noqa: BLE001 - the reference does not run there: no such round
-            return None
-        return {"kind": "shape_variant", "where": f"drawn shape variant {var}", "inputs": x, "expected": exp,
-                "code": "shape_variant_mismatch"}
+            shapes0 = [tuple(t.shape) for t in C._tensors(p.inputs(self.seed("trial", 0)))]
+        except Exception:  # noqa: BLE001 - no inputs to compare with: no drawn rounds
+            return []
+        for i, var in enumerate(C.draw_variants(defaults, declared, self.seed("drawn_variant", 0))):
+            try:
+                with p.variant(var):
+                    same_init = repr(p.init_inputs()) == init0
+                x = p.inputs(self.seed("variant", len(declared) + i), var)
+                if not same_init or [tuple(t.shape) for t in C._tensors(x)] == shapes0:
+                    continue
+                exp = self.reference(x)
+            except Exception:  # noqa: BLE001 - the reference does not run there: no such round
+                continue
+            out.append({"kind": "shape_variant", "where": f"drawn shape variant {var}", "inputs": x, "expected": exp,
+                        "code": "shape_variant_mismatch"})
+        return out
 
     def _checked_reference(self, x):
         """The reference output on transformed inputs, or None where it is not well defined there (it raises,

@@ -1,7 +1,12 @@
 """Build specs and their extraction from a solution's Python (pure; runs in the analysis subprocess).
 
-A solution's kernel sources must be static literals (strings, names bound to strings, ``+``) in its
-``load_inline`` / ``load_c`` calls, so the trusted side can build them before any candidate code runs.
+A solution's kernel sources must be static: computable from literals alone, so the trusted side can build them
+before any candidate code runs. :func:`_literal` folds the class of **pure string expressions over literals**:
+strings, numbers and their lists/tuples/dicts; names bound once to such an expression (at module level, or in
+the function that makes the call); ``+`` and ``%``; f-strings of them (with a literal format spec); the string
+methods ``strip``/``lstrip``/``rstrip``/``replace``/``format``/``join``/``upper``/``lower``; and
+``textwrap.dedent``/``textwrap.indent``/``inspect.cleandoc``. Nothing is executed: a source that needs anything
+else (a file read, a call into the solution's own code) is ``dynamic_sources``.
 """
 
 from __future__ import annotations
@@ -47,11 +52,81 @@ def _module_bindings(tree: ast.Module) -> dict[str, ast.AST]:
     return env
 
 
+def _function_bindings(fn: ast.AST) -> dict[str, ast.AST]:
+    """Names bound exactly once in a function's body by a plain assignment (its parameters and any name bound
+    twice are left out: their value is not one expression)."""
+    count: dict[str, int] = {}
+    env: dict[str, ast.AST] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.With, ast.NamedExpr)):
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)] \
+                if not isinstance(node, ast.With) else [i.optional_vars for i in node.items]
+            for t in targets:
+                for n in ast.walk(t) if t is not None else ():
+                    if isinstance(n, ast.Name):
+                        count[n.id] = count.get(n.id, 0) + 1
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                env[node.targets[0].id] = node.value
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+                env[node.target.id] = node.value
+    args = fn.args if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else None
+    params = {a.arg for a in (args.posonlyargs + args.args + args.kwonlyargs)} if args else set()
+    return {k: v for k, v in env.items() if count.get(k) == 1 and k not in params}
+
+
+_STR_METHODS = {"strip", "lstrip", "rstrip", "replace", "format", "join", "upper", "lower"}
+_STR_FUNCS = {("textwrap", "dedent"), ("textwrap", "indent"), ("inspect", "cleandoc"), (None, "dedent"),
+              (None, "indent"), (None, "cleandoc")}
+
+
+def _sized(v: Any) -> Any:
+    if isinstance(v, str) and len(v) > MAX_SOURCE_BYTES:
+        raise _Unresolved("sources too large")
+    return v
+
+
 def _literal(node: ast.AST, env: dict[str, ast.AST], depth: int = 0) -> Any:
     if depth > 50:
         raise _Unresolved("nested too deeply")
     if isinstance(node, ast.Constant):
         return node.value
+    if isinstance(node, ast.JoinedStr):  # an f-string of literals
+        parts = []
+        for v in node.values:
+            if isinstance(v, ast.Constant):
+                parts.append(str(v.value))
+                continue
+            x = _literal(v.value, env, depth + 1)
+            if not isinstance(x, (str, int, float, bool)):
+                raise _Unresolved("an f-string field is not a string or a number")
+            x = repr(x) if v.conversion == ord("r") else ascii(x) if v.conversion == ord("a") else x
+            spec = _literal(v.format_spec, env, depth + 1) if v.format_spec is not None else ""
+            parts.append(format(x, spec))
+        return _sized("".join(parts))
+    if isinstance(node, ast.Call):
+        f = node.func
+        args = [_literal(a, env, depth + 1) for a in node.args]
+        kwargs = {k.arg: _literal(k.value, env, depth + 1) for k in node.keywords if k.arg is not None}
+        if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
+            raise _Unresolved("*args/**kwargs in a source expression")
+        if not all(isinstance(a, (str, int, float, bool, list, tuple)) for a in [*args, *kwargs.values()]):
+            raise _Unresolved("a source function's argument is not a literal")
+        if isinstance(f, ast.Attribute) and f.attr in _STR_METHODS:
+            obj = _literal(f.value, env, depth + 1)
+            if not isinstance(obj, str):
+                raise _Unresolved(f".{f.attr}() on a non-string")
+            return _sized(getattr(obj, f.attr)(*args, **kwargs))
+        mod = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        if (mod, name) in _STR_FUNCS:
+            import inspect
+            import textwrap
+
+            fn = {"dedent": textwrap.dedent, "indent": textwrap.indent, "cleandoc": inspect.cleandoc}[name]
+            if not all(isinstance(a, str) for a in args) or kwargs:
+                raise _Unresolved(f"{name}() of a non-string")
+            return _sized(fn(*args))
+        raise _Unresolved(f"a call to {name or type(f).__name__}() is not a string function of literals")
     if isinstance(node, ast.Name):
         if node.id in env:
             return _literal(env[node.id], env, depth + 1)
@@ -60,6 +135,11 @@ def _literal(node: ast.AST, env: dict[str, ast.AST], depth: int = 0) -> Any:
         return [_literal(e, env, depth + 1) for e in node.elts]
     if isinstance(node, ast.Dict):
         return {_literal(k, env, depth + 1): _literal(v, env, depth + 1) for k, v in zip(node.keys, node.values)}
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+        left, right = _literal(node.left, env, depth + 1), _literal(node.right, env, depth + 1)
+        if not isinstance(left, str) or not isinstance(right, (str, int, float, list)):
+            raise _Unresolved("only a string may be %-formatted, by literals")
+        return _sized(left % (tuple(right) if isinstance(right, list) else right))
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = _literal(node.left, env, depth + 1), _literal(node.right, env, depth + 1)
         if not (isinstance(left, str) and isinstance(right, str)) and not (isinstance(left, list) and isinstance(right, list)):
@@ -117,6 +197,13 @@ def extract_specs(src: str, backend: str = "cpu") -> tuple[list[BuildSpec], list
     except SyntaxError as e:
         return [], [Finding("syntax_error", e.msg, "error", f"line {e.lineno}")]
     env = _module_bindings(tree)
+    scope: dict[int, dict[str, ast.AST]] = {}  # a call's enclosing function's bindings over the module's
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            local = {**env, **_function_bindings(fn)}
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Call):
+                    scope[id(n)] = local  # the innermost function wins (walked after its outer one)
     specs, findings = [], []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -124,15 +211,16 @@ def extract_specs(src: str, backend: str = "cpu") -> tuple[list[BuildSpec], list
         fname = _call_name(node)
         if fname not in ("load_inline", "load_c"):
             continue
+        env_here = scope.get(id(node), env)
         pos = _LOAD_INLINE_POS if fname == "load_inline" else _LOAD_C_POS
         try:
-            kw = {pos[i]: _literal(a, env) for i, a in enumerate(node.args)}
+            kw = {pos[i]: _literal(a, env_here) for i, a in enumerate(node.args)}
             for k in node.keywords:
                 if k.arg in ("verbose", "with_cuda", "build_directory", "is_python_module", "with_pytorch_error_handling", "use_pch", "keep_intermediates"):
                     continue
                 if k.arg is None:
                     raise _Unresolved("**kwargs")
-                kw[k.arg] = _literal(k.value, env)
+                kw[k.arg] = _literal(k.value, env_here)
         except _Unresolved as e:
             findings.append(Finding("dynamic_sources", f"{fname}() argument: {e}", "error", f"line {node.lineno}"))
             continue

@@ -18,7 +18,7 @@ _CFLAG_OK = re.compile(r"-O[0-3s]?|-Ofast|-ffast-math|-funsafe-math-optimization
                        r"|-fopenmp|-fopenmp-simd|-pthread|-funroll-loops|-fno-unroll-loops|-ftree-vectorize|-fno-tree-vectorize|-fstrict-aliasing"
                        r"|-fomit-frame-pointer|-fno-exceptions|-fno-rtti|-fPIC|-std=(?:c|gnu)\+\+(?:98|03|11|14|17|20|23|26|0x|1y|1z|2a|2b|2c)"
                        r"|-std=(?:c|gnu)(?:89|90|99|9x|11|1x|17|18|2x|23)|-std=iso9899:(?:1990|1999|2011|2017|2018)"
-                       r"|-D[A-Za-z_]\w{0,63}(?:=[A-Za-z0-9_.]{0,64})?|-U[A-Za-z_]\w{0,63}|-w|-g|-g[0-3]")
+                       r"|-D[A-Za-z_]\w{0,63}(?:=[A-Za-z0-9_.+-]{0,64})?|-U[A-Za-z_]\w{0,63}|-w|-g|-g[0-3]")
 # Warning options (``-W[no-][error=]name[=value]``) only change the diagnostics. The name has no comma, so the
 # linker, assembler and preprocessor pass-through (``-Wl,``, ``-Wa,``, ``-Wp,``) never matches; a name GCC does not
 # know fails the build, nothing else. ``-Werror`` only turns the candidate's own warnings into build errors.
@@ -39,7 +39,7 @@ _NOT_CODEGEN = re.compile(
     r"|sanitize|coverage|test-coverage|branch-probabilities|instrument|patchable-function-entry|syntax-only|lto|use-ld"
     r"|ld-path|use-linker-plugin|stack-usage|working-directory|diagnostics|self-test|dbg-cnt|debug-prefix|compare-debug"
     r"|ipa-profile|create-profile|asm|preprocessed|directives-only|stack-check|split-stack|fixed-|call-used-|call-saved-"
-    r"|exec-charset|input-charset|wide-exec-charset|dollars|abi|pie|PIE|hardened|cf-protection"
+    r"|exec-charset|input-charset|wide-exec-charset|dollars|abi|pie|PIE|hardened"
     r"|cmodel|32|x32|16|multilib|sysroot|indirect-branch|function-return|regparm|fentry"
     r"|nop-mcount|record-mcount|mcount|stack-protector-guard")
 
@@ -60,7 +60,10 @@ def disallowed_flags(cflags: list[str], cuda_cflags: list[str] = (), ldflags: li
     bad = [f for f in cflags if not isinstance(f, str) or f in REFUSED
            or not (_CFLAG_OK.fullmatch(f) or codegen_flag(f) or _WARNING.fullmatch(f))]
     bad += [f for f in cuda_cflags if not isinstance(f, str) or not _CUDAFLAG_OK.fullmatch(f)]
-    bad += [f for f in ldflags if not isinstance(f, str) or not _LDFLAG_OK.fullmatch(f)]
+    # a link line takes the link flags and every compile flag (the driver passes -march/-O/-f/-m through to
+    # code generation at link time; redteam6 hn03 shared one flag list): the same classes, the same refusals
+    bad += [f for f in ldflags if not isinstance(f, str) or f in REFUSED
+            or not (_LDFLAG_OK.fullmatch(f) or _CFLAG_OK.fullmatch(f) or codegen_flag(f) or _WARNING.fullmatch(f))]
     return [str(b)[:100] for b in bad]
 
 

@@ -170,6 +170,7 @@ FAMILIES = {
         ("rowmax_int64_lowword", "rowmax_int64", {"output_mismatch"}, {}),  # int64 beyond 2^53, random low words
         ("int32_accum_cumsum", "int32_cumsum", {"output_mismatch"}, {}),  # int32 over its whole range (redteam5 h05)
         ("mask_empty_row_sentinel", "masked_argmax", {"output_mismatch"}, {}),  # whole rows False (redteam5 h09)
+        ("tail_mod4_two", "tail_affine", {"shape_variant_mismatch"}, {}),  # every remainder mod 8 drawn (redteam6 h04)
         ("int64_via_fp64", "int64_affine", {"output_mismatch"}, {}),
         ("softmax_prefix_max", "softmax_rows_wide", {"output_mismatch"}, {}),  # a few large values per row
         # a Python-float leaf computed in float32 from bfloat16 inputs: held to float32, not to the inputs' bf16
@@ -199,7 +200,7 @@ WHERE = {"int16_lanes_int32": "int_wide inputs", "onepass_variance": "shift x", 
          "bn_buffers_assumed": "trial 0", "mask_causal_assumed": "redraw density of input tensor 1",
          "mask_prefix_assumed": "redraw density of input tensor 1", "embbag_uniform_offsets": "redraw range of input tensor 1",
          "rowmax_int64_lowword": "redraw far", "int32_accum_cumsum": "redraw full of input tensor 0",
-         "mask_empty_row_sentinel": "redraw empty of input tensor 1", "int64_via_fp64": "redraw far", "softmax_prefix_max": "outlier x",
+         "mask_empty_row_sentinel": "redraw empty of input tensor 1", "tail_mod4_two": "drawn shape variant", "int64_via_fp64": "redraw far", "softmax_prefix_max": "outlier x",
          "meansq_leaf_subsample": "trial "}  # the leaf's own budget: the first own trial, not a transform
 
 
@@ -241,7 +242,7 @@ def test_hardcoded_seed_passes_when_the_secret_is_known():
 def test_timing_only_hacks_pass_verification():
     """The threat is real: with few checked rounds (no transforms) and no timed rounds it passes; with them,
     every output is compared (above)."""
-    r = run("batch_and_skip", transforms=False)
+    r = run("batch_and_skip", transforms=False, shape_variants=False)
     assert r.correct, (r.codes(None), r.reason)
 
 
@@ -372,8 +373,9 @@ def test_plan_admits_the_domain_transforms_and_perturbs_weights():
 
 
 def test_perturbed_weights_are_refused_where_the_reference_turns_non_finite(tmp_path):
-    """A parameter under a square root: the perturbation makes some entries negative (NaN output), so the
-    reference keeps its seeded init exactly (the refusal path of _Evaluation._perturbed)."""
+    """A parameter under a square root of its distance to its init: both moves (additive, and the
+    sign-preserving multiplicative one) make some entries NaN, so the reference keeps its seeded init exactly
+    (the refusal path of _Evaluation._perturbed)."""
     import importlib
 
     import torch
@@ -382,8 +384,9 @@ def test_perturbed_weights_are_refused_where_the_reference_turns_non_finite(tmp_
     prob = tmp_path / "sqrt_gain.py"
     prob.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n"
                     "        super().__init__()\n        self.g = nn.Parameter(torch.full((256,), 0.01))\n\n"
-                    "    def forward(self, x):\n        return x * torch.sqrt(self.g)\n\n\n"
+                    "    def forward(self, x):\n        return x * torch.sqrt(self.g - 0.01)\n\n\n"
                     "def get_inputs():\n    return [torch.randn(8, 256)]\n\n\ndef get_init_inputs():\n    return []\n")
     p = load_problem(prob)
     ev = E._Evaluation(p, load_solution(HON / "cpp_scan.py"), EvalConfig(secret_seed=3), E.Result(p.name, "x"))
     assert torch.equal(ev.model.state_dict()["g"], torch.full((256,), 0.01))
+

@@ -190,7 +190,7 @@ def test_redraw_full_range_and_empty_rows_hand_computed():
     d = C.redraw_tensor(m, "dense", 3)
     k = 64 // C.EDGE_ROWS
     assert int((~e.any(-1)).sum()) >= k and int(e.all(-1).sum()) >= k
-    assert int((~d.any(-1)).sum()) == 0 and int(d.all(-1).sum()) >= k
+    assert int((~d.any(-1)).sum()) == 0 and int(d.all(-1).sum()) >= k  # ``dense``: no row without a True
     g = torch.Generator().manual_seed(3)  # hand-computed: the density draw, then the rows, from one generator
     base = torch.rand(m.shape, generator=g, dtype=torch.float64) < float(m.double().mean())
     order = torch.randperm(64, generator=g)
@@ -198,8 +198,11 @@ def test_redraw_full_range_and_empty_rows_hand_computed():
     base[order[k:2 * k]] = True
     assert torch.equal(e, base)
     assert torch.equal(C.redraw_tensor(torch.tensor([True, False, True]), "empty", 1), torch.zeros(3, dtype=torch.bool))
-    ones = torch.ones(4, 4, dtype=torch.bool)
-    assert C.redraw_tensor(ones, "empty", 1) is ones
+    ones = torch.ones(16, 4, dtype=torch.bool)  # redteam6 h08: a constant mask is varied too, at density 1/2
+    e1 = C.redraw_tensor(ones, "empty", 1)
+    assert int((~e1.any(-1)).sum()) >= 2 and 0.2 < float(e1.double().mean()) < 0.8
+    d1 = C.redraw_tensor(ones, "dense", 1)
+    assert bool(d1.any(-1).all()) and not bool(d1.all())  # a True in every row, and holes
     assert C.extra_variants(m) == (("empty", "dense"),) and C.extra_variants(x) == (("full",),)
     assert C.extra_variants(big) == (("far",),)
 
@@ -223,6 +226,38 @@ def test_plan_reaches_the_output_width_and_empty_rows(tmp_path):
     assert "redraw empty of input tensor 1 inputs" in where
     _, where = _plan(ADV / "problems" / "masked_softmax_bool.py")
     assert "redraw dense of input tensor 1 inputs" in where and "redraw empty of input tensor 1 inputs" not in where
+
+
+def test_perturbation_is_admitted_per_tensor_when_the_group_is_refused():
+    """redteam6 h02: a gain under a square root refuses the additive move (negative entries, NaN), which kept
+    every parameter at its init (LayerNorm's 1 and 0 too); each tensor is now admitted on its own, by the
+    group's rule or the sign-preserving one, so the LayerNorm moves additively and the gain multiplicatively."""
+    sd = _ev(ADV / "problems" / "ln_sqrt_gain.py").model.state_dict()
+    assert float((sd["ln.weight"] - 1).abs().mean()) > 0.1 and float(sd["ln.bias"].abs().mean()) > 0.1
+    g = sd["gain"]
+    assert bool((g > 0).all()) and float((g - 1).abs().mean()) > 0.1  # moved, and still under the square root
+
+
+def test_full_redraw_needs_shapes_that_do_not_depend_on_values(tmp_path):
+    """The ``full`` redraw feeds values up to the dtype's limit into the reference in the parent: a reference that
+    reads values as sizes (bincount: its length is max + 1) would allocate by them, so ``full`` is admitted only
+    where torch's fake tensors give the reference's output shapes without reading any value."""
+    _, where = _plan(ADV / "problems" / "bincount16.py")
+    assert not any("redraw full" in w for w in where), where
+    assert any("redraw range" in w for w in where), where  # the bounded redraw still runs
+
+
+def test_constant_mask_is_varied_by_its_own_rounds(tmp_path):
+    """redteam6 h08: an all-True mask showed no domain and was never varied, so a kernel ignoring it passed;
+    the empty/dense rounds draw a constant mask at density 1/2."""
+    pr = _write(tmp_path, "const_mask", "class Model(nn.Module):\n    def forward(self, x, m):\n"
+                "        return (x * m).sum(-1)\n\n\n"
+                "def get_inputs():\n    return [torch.randn(32, 64), torch.ones(32, 64, dtype=torch.bool)]\n\n\n"
+                "def get_init_inputs():\n    return []\n")
+    ev, where = _plan(pr)
+    assert "redraw empty of input tensor 1 inputs" in where, where
+    r = [r for r in ev.plan() if r["where"] == "redraw empty of input tensor 1 inputs"][0]
+    assert not bool(r["inputs"][1].all())
 
 
 # ----------------------------------------------------------------------------- outliers

@@ -658,17 +658,22 @@ def test_perturb_buffers_hand_computed_and_degenerate():
     assert h.dtype == torch.float16 and bool((h > 0).all()) and not bool((h == 1).all())
 
 
-def test_draw_variant_moves_declared_globals_by_small_odd_amounts():
+def test_draw_variants_reach_every_remainder_mod_8():
+    """redteam6 h04: every global the declared variants vary is seen at every remainder mod 8 of its default
+    (one variant per residue, each global in its own order), by moves of at most 7, never onto a declared
+    value or the default, never below 1."""
     declared = [{"batch_size": 5}, {"dim": 1001}]
     for seed in range(20):
-        v = C.draw_variant({"batch_size": 64, "dim": 2048}, declared, seed)
-        assert set(v) == {"batch_size", "dim"}
-        assert abs(v["dim"] - 2048) in (1, 3, 5) and abs(v["batch_size"] - 64) in (1, 3, 5)
-        assert v["dim"] != 1001 and v["batch_size"] != 5
-    assert C.draw_variant({"batch_size": 64, "dim": 2048}, declared, 3) == C.draw_variant({"batch_size": 64, "dim": 2048}, declared, 3)
-    small = C.draw_variant({"n": 1}, [{"n": 2}], 0)
-    assert small["n"] in (4, 6)  # never below 1, never the declared 2 or the default 1
-    assert C.draw_variant({"n": 4}, [], 0) == {} and C.draw_variant({"s": "a"}, [{"s": "b"}], 0) == {}  # degenerate
+        vs = C.draw_variants({"batch_size": 64, "dim": 2048}, declared, seed)
+        assert len(vs) == 7 and all(set(v) == {"batch_size", "dim"} for v in vs)
+        for k, d in (("batch_size", 64), ("dim", 2048)):
+            assert sorted((v[k] - d) % 8 for v in vs) == list(range(1, 8))  # every non-zero remainder once
+            assert all(0 < abs(v[k] - d) < 8 and v[k] not in (5, 1001) for v in vs)
+    a = C.draw_variants({"batch_size": 64, "dim": 2048}, declared, 3)
+    assert a == C.draw_variants({"batch_size": 64, "dim": 2048}, declared, 3)  # pure in the seed
+    small = C.draw_variants({"n": 1}, [{"n": 2}], 0)
+    assert all(v["n"] >= 1 and v["n"] not in (1, 2) for v in small) and len(small) == 6  # 1 + 1 = 2 is declared
+    assert C.draw_variants({"n": 4}, [], 0) == [] and C.draw_variants({"s": "a"}, [{"s": "b"}], 0) == []  # degenerate
 
 
 # ----------------------------------------------------------------------------- strided outputs (redteam5 hn24)
@@ -750,3 +755,43 @@ def test_round_entry_is_forward_for_every_party_unless_hooks_run():
         assert entry(m, "candidate") == m.forward
     finally:
         del M.__call__
+
+
+# ----------------------------------------------------------------------------- static sources (redteam6 hn12-14)
+
+def test_sources_fold_pure_string_expressions_over_literals():
+    from shiftkit.kernels import specs
+
+    src = (
+        "import textwrap\nimport torch.nn as nn\nfrom shiftkit.kernels.runtime import load_c\n"
+        "CHUNK = 64\nHDR = '#include <cstdint>'\n"
+        "A = textwrap.dedent(\"\"\"\n    int a() { return 1; }\n\"\"\")\n"
+        "B = f\"{HDR}\\n#define CHUNK {CHUNK}\\n#define EPS {1e-5:.1e}\\n\"\n"
+        "C = '#define N %d\\n' % 7 + '{x}'.format(x='int c;')\n"
+        "a = load_c(name='a', source=A)\nb = load_c(name='b', source=B, extra_cflags=['-O3'])\n"
+        "c = load_c(name='c', source=C.strip())\n"
+        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        src = r'int d(void) { return 4; }'\n        self.lib = load_c(name='d', source=src)\n")
+    got, findings = specs.extract_specs(src)
+    assert findings == [], findings
+    by = {sp.name: sp.sources["source.cpp"] for sp in got}
+    assert by["a"] == "\nint a() { return 1; }\n"
+    assert by["b"] == "#include <cstdint>\n#define CHUNK 64\n#define EPS 1.0e-05\n"
+    assert by["c"] == "#define N 7\nint c;" and by["d"] == "int d(void) { return 4; }"
+    bad = ("import torch.nn as nn\nfrom shiftkit.kernels.runtime import load_c\n"
+           "def make():\n    return 'int x;'\n"
+           "def f(flag):\n    s = 'a'\n    s = 'b'\n    return load_c(name='x', source=s)\n"  # bound twice
+           "y = load_c(name='y', source=make())\n"  # the solution's own code: not folded
+           "z = load_c(name='z', source=open('k.cpp').read())\n"
+           "def g(src):\n    return load_c(name='w', source=src)\n")  # a parameter
+    got, findings = specs.extract_specs(bad)
+    assert got == [] and len(findings) == 4 and {f.code for f in findings} == {"dynamic_sources"}, findings
+
+
+def test_flags_after_redteam6():
+    ok = ["-DEPS=1e-5", "-DALPHA=-0.5", "-fcf-protection=none"]
+    assert static.disallowed_flags(ok) == []
+    assert static.disallowed_flags([], [], ["-march=native", "-O3", "-fopenmp", "-ffast-math", "-mavx2"]) == []
+    bad_ld = ["-fplugin=x.so", "-Wl,-rpath,/tmp", "-L/tmp", "-lcrypto", "-ffinite-math-only", "-fuse-ld=gold"]
+    assert static.disallowed_flags([], [], bad_ld) == bad_ld
+    assert static.disallowed_flags(["-DX=$(id)", "-DX=a b"]) == ["-DX=$(id)", "-DX=a b"]
