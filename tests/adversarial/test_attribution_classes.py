@@ -152,13 +152,14 @@ os.kill(os.getpid(), signal.SIGSTOP)
 """
 
 
-def _run_child(tmp_path, own_fn, env):
-    """The child's two phases, each attributed at its stop: (batch counts, Sleef callers, libm callers)."""
+def _sampled_phases(tmp_path, csrc: str, cflags: list[str], child: str, args: list[str], env: dict, phases: int):
+    """Build ``csrc`` as the "candidate" library, run ``child`` (which stops itself with SIGSTOP after each
+    phase), sample it as the sandbox does and attribute each phase at its stop. Returns, per phase, the
+    Attribution after the phase's batch (its callers counters hold that phase alone) and the batch's counts."""
     so = tmp_path / "k.so"
-    (tmp_path / "k.c").write_text(KSRC)
-    subprocess.run(["gcc", "-O2", "-mavx2", "-mfma", "-shared", "-fPIC", "-o", str(so), str(tmp_path / "k.c"), "-lm"],
-                   check=True)
-    p = subprocess.Popen([sys.executable, "-c", CHILD, str(so), own_fn], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    (tmp_path / "k.c").write_text(csrc)
+    subprocess.run(["gcc", "-O2", *cflags, "-shared", "-fPIC", "-o", str(so), str(tmp_path / "k.c"), "-lm"], check=True)
+    p = subprocess.Popen([sys.executable, "-c", child, str(so), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          text=True, env={**os.environ, "OMP_NUM_THREADS": "1", **env})
     s = None
     try:
@@ -169,7 +170,7 @@ def _run_child(tmp_path, own_fn, env):
         p.stdin.write("go\n")
         p.stdin.flush()
         got = []
-        for _ in ("own loop", "torch.atan2"):
+        for _ in range(phases):
             acc, end = [], time.monotonic() + 120
             while time.monotonic() < end:  # drain while it runs, as the sandbox does; stop when it stops itself
                 acc += s.drain()
@@ -178,17 +179,24 @@ def _run_child(tmp_path, own_fn, env):
                         break
                 time.sleep(0.02)
             acc += s.drain()
-            a.sleef_callers = dict.fromkeys(a.sleef_callers, 0)
-            a.math_callers = dict.fromkeys(a.math_callers, 0)
-            got.append((a.add(acc), dict(a.sleef_callers), dict(a.math_callers)))
+            for k in ("sleef_callers", "math_callers", "libc_callers"):
+                setattr(a, k, dict.fromkeys(getattr(a, k), 0))
+            batch = a.add(acc)
+            got.append((batch, a.interp[-1], dict(a.sleef_callers), dict(a.math_callers), dict(a.libc_callers)))
             os.kill(p.pid, signal.SIGCONT)
-        print(own_fn, got, "lost", s.lost)
+        print(args, got, "lost", s.lost)
         return got
     finally:
         if s is not None:
             s.close()
         p.kill()
         p.wait()
+
+
+def _run_child(tmp_path, own_fn, env):
+    """The child's two phases, each attributed at its stop: (batch counts, Sleef callers, libm callers)."""
+    got = _sampled_phases(tmp_path, KSRC, ["-mavx2", "-mfma"], CHILD, [own_fn], env, 2)
+    return [(b, sl, ma) for b, _, sl, ma, _ in got]
 
 
 _LIVE = pytest.mark.skipif(not perf.UNWIND or perf.problem() != "", reason="x86-64 perf sampling with user stacks needed")
@@ -282,38 +290,7 @@ def test_libc_called_by_the_interpreter_counts_with_the_interpreter(tmp_path):
     """A memoryview copy is libpython calling libc's memcpy: those samples are the interpreter's (subject to its
     allowance against the eager party), found by unwinding libc's frame; the candidate's own memcpy stays
     runtime and outside the interpreter's share."""
-    so = tmp_path / "l.so"
-    (tmp_path / "l.c").write_text(LSRC)
-    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(so), str(tmp_path / "l.c")], check=True)
-    p = subprocess.Popen([sys.executable, "-c", LCHILD, str(so)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    s = None
-    try:
-        assert p.stdout.readline().strip() == "ready"
-        s = perf.Sampler(p.pid, stacks=True)
-        st = os.stat(so)
-        a = perf.Attribution({(st.st_dev, st.st_ino)}, [str(so)])
-        p.stdin.write("go\n")
-        p.stdin.flush()
-        got = []
-        for _ in ("own memcpy", "memoryview copy"):
-            acc, end = [], time.monotonic() + 120
-            while time.monotonic() < end:
-                acc += s.drain()
-                with open(f"/proc/{p.pid}/stat") as fh:
-                    if fh.read().rsplit(")", 1)[1].split()[0] == "T":
-                        break
-                time.sleep(0.02)
-            acc += s.drain()
-            a.libc_callers = dict.fromkeys(a.libc_callers, 0)
-            got.append((a.add(acc), a.interp[-1], dict(a.libc_callers)))
-            os.kill(p.pid, signal.SIGCONT)
-        print(got, "lost", s.lost)
-    finally:
-        if s is not None:
-            s.close()
-        p.kill()
-        p.wait()
+    got = [(b, i, lc) for b, i, _, _, lc in _sampled_phases(tmp_path, LSRC, [], LCHILD, [], {}, 2)]
     (own, own_interp, own_libc), (mv, mv_interp, mv_libc) = got
     n = sum(own_libc.values())
     assert n > 200 and own_libc["other"] >= 0.9 * n, own_libc  # the candidate called memcpy: runtime
