@@ -20,7 +20,8 @@ fed from a bounded queue:
 Verdict cache (:class:`VerdictCache`): identical sources against the same problem under the same
 configuration (:meth:`Job.key`) may reuse a verdict. ``compile`` and ``verify`` verdicts are reused;
 ``profile`` verdicts carry timings and are re-measured unless the pool was built with
-``cache_timing=True``.
+``cache_timing=True``. With a ``path`` the verdicts are kept in a JSONL file across restarts, reused
+only by the same harness (:func:`harness_fingerprint`).
 """
 
 from __future__ import annotations
@@ -216,14 +217,73 @@ def run_job(job: Job, base: EvalConfig | None = None) -> dict:
 
 # ----------------------------------------------------------------------------- the verdict cache
 
-class VerdictCache:
-    """A bounded in-memory LRU of verdicts by :meth:`Job.key` (thread-safe)."""
+def harness_fingerprint() -> str:
+    """A hash of the kernel environment's own sources (``shiftkit/kernels/**/*.py`` and its C/C++ files):
+    a verdict kept on disk is reused only by the harness that gave it."""
+    global _FINGERPRINT
+    if _FINGERPRINT is None:
+        root = Path(__file__).resolve().parent
+        h = hashlib.sha256()
+        for f in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".py", ".c", ".cc", ".cpp", ".h")):
+            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+        _FINGERPRINT = h.hexdigest()[:16]
+    return _FINGERPRINT
 
-    def __init__(self, max_entries: int = 4096, cache_timing: bool = False):
+
+_FINGERPRINT: str | None = None
+
+
+class VerdictCache:
+    """A bounded LRU of verdicts by :meth:`Job.key` (thread-safe).
+
+    ``path``: a JSONL file that keeps the verdicts across restarts (one ``{"key", "harness", "result"}``
+    line per verdict, appended and flushed as it is given). At start its lines are loaded; a line from
+    another harness (:func:`harness_fingerprint`) is not reused, so an edited environment re-measures.
+    A torn last line (a writer killed mid-line) is dropped with a note on stderr; any other bad line is
+    an error that names the file and line."""
+
+    def __init__(self, max_entries: int = 4096, cache_timing: bool = False, path: str | None = None):
         self.max_entries, self.cache_timing = max_entries, cache_timing
         self._d: OrderedDict[str, dict] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
+        self.loaded = self.other_harness = 0
+        self.path = Path(path) if path else None
+        self._f = None
+        if self.path is not None:
+            self._load()
+            self._f = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open for the cache's life
+
+    def _load(self) -> None:
+        if not self.path.is_file():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return
+        raw = self.path.read_bytes()
+        lines = raw.split(b"\n")
+        torn = lines.pop()  # "" when the file ends with a newline
+        if torn:
+            print(f"shiftkit: {self.path}: dropped a torn last line ({len(torn)} bytes; a writer was killed mid-line)",
+                  file=sys.stderr)
+            with open(self.path, "r+b") as f:  # drop it, so the next append starts a fresh line
+                f.truncate(len(raw) - len(torn))
+        here = harness_fingerprint()
+        for i, line in enumerate(lines, 1):
+            try:
+                e = json.loads(line)
+                key, harness, result = e["key"], e["harness"], e["result"]
+                if not (isinstance(key, str) and isinstance(result, dict)):
+                    raise ValueError
+            except (ValueError, KeyError, TypeError):
+                raise ShiftkitError(f"verdict cache {self.path}:{i}: not a {{key, harness, result}} JSON line; "
+                                    "fix or delete the file") from None
+            if harness != here:
+                self.other_harness += 1
+                continue
+            self._d[key] = result
+            self._d.move_to_end(key)
+            self.loaded += 1
+        while len(self._d) > self.max_entries:
+            self._d.popitem(last=False)
 
     def usable(self, job: Job) -> bool:
         return job.mode != "profile" or self.cache_timing
@@ -244,10 +304,19 @@ class VerdictCache:
         if not self.usable(job) or result.get("error"):
             return
         with self._lock:
-            self._d[job.key()] = json.loads(json.dumps(result, default=str))
+            kept = json.loads(json.dumps(result, default=str))
+            self._d[job.key()] = kept
             self._d.move_to_end(job.key())
             while len(self._d) > self.max_entries:
                 self._d.popitem(last=False)
+            if self._f is not None:
+                self._f.write(json.dumps({"key": job.key(), "harness": harness_fingerprint(), "result": kept}) + "\n")
+                self._f.flush()
+
+    def stats(self) -> dict:
+        with self._lock:
+            return {"entries": len(self._d), "hits": self.hits, "misses": self.misses, "path": str(self.path or ""),
+                    "loaded": self.loaded, "other_harness": self.other_harness}
 
 
 # ----------------------------------------------------------------------------- the pool
@@ -412,7 +481,8 @@ class EvalPool:
     def stats(self) -> dict:
         with self._lock:
             return {"slots": self.slots, "busy": self._busy, "max_busy": self.max_busy, "queued": self._q.qsize(),
-                    "queue_max": self._q.maxsize, **self.counts, "cache_hits": self.cache.hits}
+                    "queue_max": self._q.maxsize, **self.counts, "cache_hits": self.cache.hits,
+                    "cache": self.cache.stats()}
 
     # ---- the slot loop
     def _loop(self, slot: _Slot) -> None:

@@ -132,6 +132,7 @@ class ServeJob(EvalConfig):
     quiet: bool = False  # no per-request log line on stderr
     inline_problems: bool = True  # accept problem sources in requests: problem code runs unsandboxed in the pool, so the token holder is trusted
     cache_entries: int = 4096
+    cache_file: str = ""  # a JSONL file that keeps verdicts across restarts (reused only by the same harness); "" = memory only
 
     def validate(self) -> None:
         super().validate()
@@ -161,7 +162,7 @@ class KernelService:
         self.job = job
         base = EvalConfig(**{f.name: getattr(job, f.name) for f in dataclasses.fields(EvalConfig)})
         self.pool = EvalPool(job.slots, base, queue_max=max(1, job.queue),
-                             cache=VerdictCache(job.cache_entries, job.cache_timing), default_deadline_s=job.deadline_s)
+                             cache=VerdictCache(job.cache_entries, job.cache_timing, job.cache_file or None), default_deadline_s=job.deadline_s)
         self.sessions = 0
         self.lock = threading.Lock()
         self.registry = self._load_registry(job.problems) if job.problems else {}

@@ -22,8 +22,9 @@ Held-out evaluation: ``eval_samples`` sampled answers (single-turn) or episodes 
 held-out problem at temperature 1 with fixed seeds, before and after; the mean reward and the fraction
 of each outcome. All runs share one environment, ``kernels serve cache_timing=true`` (started here
 unless ``kernel_env_url`` is given), so each (problem, composition) is profiled once and its verdict
-reused: the reward of a composition is one noisy measurement, fixed for the whole experiment. Every
-stage is cached in ``out`` (rerunning continues where it stopped).
+reused: the reward of a composition is one noisy measurement, fixed for the whole experiment. The
+verdicts are kept in ``out/verdicts.jsonl`` (``kernels serve cache_file=``) and every stage is cached in
+``out``, so rerunning continues where it stopped, with the same verdicts while the harness is unchanged.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class AgentKernelsConfig:
     rft_steps: int = 100
     st_steps: int = 40  # single-turn GRPO steps
     st_lr: float = 3e-4  # 1e-3 collapsed a tuning run (held-out answers degenerated to garbage by step 30)
-    st_kl_coef: float = 0.0  # k3 KL of the single-turn policy to its SFT start
+    st_kl_coef: float = 0.1  # k3 KL of the single-turn policy to its SFT start (0 broke the format in the small runs: docs/agent.md)
     mt_steps: int = 40  # multi-turn PPO steps
     mt_lr: float = 3e-4
     group_size: int = 8
@@ -100,7 +101,8 @@ class Service:
             port = s.getsockname()[1]
         log = open(out / "serve.log", "ab")  # noqa: SIM115 - the child's stderr for the experiment's life
         self.proc = subprocess.Popen([sys.executable, "-m", "shiftkit", "kernels", "serve", f"port={port}",
-                                      f"slots={cfg.env_slots}", "cache_timing=true", "quiet=true", "deadline_s=1800"],
+                                      f"slots={cfg.env_slots}", "cache_timing=true", f"cache_file={out / 'verdicts.jsonl'}",
+                                      "quiet=true", "deadline_s=1800"],
                                      stdout=log, stderr=log, env={**os.environ, "OMP_NUM_THREADS": "1"})
         self.url = f"http://127.0.0.1:{port}"
         for _ in range(120):

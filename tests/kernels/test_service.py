@@ -69,6 +69,38 @@ def test_verdict_cache_reuses_verdicts_but_remeasures_timing():
     assert t.get(p)["reward"] == 2.0 and t.get(make_job(PROBLEM, CORRECT + " ", "profile")) is None
 
 
+def test_verdict_cache_file_keeps_verdicts_across_restarts_for_the_same_harness(tmp_path, monkeypatch, capsys):
+    import shiftkit.kernels.pool as pool
+
+    f = tmp_path / "v" / "verdicts.jsonl"
+    v, p = make_job(PROBLEM, CORRECT, "verify"), make_job(PROBLEM, CORRECT, "profile")
+    a = VerdictCache(cache_timing=True, path=str(f))
+    a.put(v, {"reward": 1.0})
+    a.put(p, {"reward": 2.0})
+    a.put(make_job(PROBLEM, CORRECT + " ", "verify"), {"error": "x"})  # errors are not kept
+    assert len(f.read_text().splitlines()) == 2  # written as given, not at exit
+    b = VerdictCache(cache_timing=True, path=str(f))
+    assert b.get(p) == {"reward": 2.0, "cached": True} and b.stats()["loaded"] == 2
+    assert VerdictCache(path=str(f)).get(p) is None  # timing stays re-measured unless asked for
+    # a torn last line (a killed writer) is dropped and noted; the next verdict starts a fresh line
+    f.write_text(f.read_text() + '{"key": "abc", "har')
+    c = VerdictCache(cache_timing=True, path=str(f))
+    assert "torn last line" in capsys.readouterr().err and c.stats()["loaded"] == 2
+    c.put(make_job(PROBLEM, CORRECT + "  ", "verify"), {"reward": -1.0})
+    assert [json.loads(x)["result"]["reward"] for x in f.read_text().splitlines()] == [1.0, 2.0, -1.0]
+    # another harness's verdicts are not reused
+    monkeypatch.setattr(pool, "_FINGERPRINT", "0" * 16)
+    d = VerdictCache(cache_timing=True, path=str(f))
+    assert d.get(v) is None and d.stats()["other_harness"] == 3
+    # a bad line in the middle is an error naming the file and line
+    lines = f.read_text().splitlines()
+    f.write_text("\n".join([lines[0], "{not json", *lines[1:]]) + "\n")
+    with pytest.raises(ShiftkitError, match=r"verdicts.jsonl:2: not a"):
+        VerdictCache(path=str(f))
+    with pytest.raises(ShiftkitError, match=r"verdicts.jsonl:2: not a"):
+        KernelService(ServeJob(port=0, slots=1, cache_file=str(f)))  # `kernels serve cache_file=` is this cache
+
+
 @pytest.fixture
 def server(request):
     kw = getattr(request, "param", {})
