@@ -284,7 +284,7 @@ class KernelTask:
 
     def stats(self, eps: list[KernelEpisode]) -> dict:
         s = outcome_stats(eps)
-        return {k: v for k, v in s.items() if k != "reward"}
+        return {k: v for k, v in s.items() if k not in ("reward", "n")}
 
     def sample_rows(self, step: int, eps: list[KernelEpisode], n: int) -> list[dict]:
         return [{"step": step + 1, "problem_name": ep.row["problem_name"], "turns": ep.turns, "observations": ep.observations,
@@ -299,7 +299,7 @@ def outcome_stats(eps: list[KernelEpisode]) -> dict:
     """Mean reward over the scorable episodes, the fraction of each outcome, and the episodes' behaviour."""
     ok = [e.reward for e in eps if e.reward is not None]
     n = max(1, len(eps))
-    out = {"reward": sum(ok) / len(ok) if ok else float("nan"), "unscorable": (len(eps) - len(ok)) / n}
+    out = {"n": len(eps), "reward": sum(ok) / len(ok) if ok else float("nan"), "unscorable": (len(eps) - len(ok)) / n}
     for lv in LEVELS:
         out[f"frac_{int(lv):+d}"] = sum(r == lv for r in ok) / max(1, len(ok))
     for k in ("turns", "tool_calls", "verify_calls", "malformed", "obs_truncated"):
