@@ -477,10 +477,11 @@ class _Evaluation:
         that are constant at init (LayerNorm's 1 and 0, a running mean 0 and variance 1) take values no
         candidate can assume. A move is kept only where the reference stays defined: on the first trial's
         inputs it does not raise and its output is finite wherever the unperturbed one is. Where a group's move
-        is refused, each tensor is admitted on its own, in name order, by the group's rule or else the
-        sign-preserving one (:func:`C.perturb_buffers`: a gain under a square root stays positive), so one
-        parameter the model cannot move keeps no other at its init (redteam6 h02); a tensor refused both ways
-        keeps its seeded init as drawn. Non-persistent buffers never reach the candidate (not in the state
+        is refused, its tensors are admitted by halves (group testing, in name order: k refused tensors of n cost
+        O(k log n) reference calls), by the group's rule, then the refused ones by the sign-preserving one
+        (:func:`C.perturb_buffers`: a gain under a square root stays positive), so one parameter the model cannot
+        move keeps no other at its init (redteam6 h02); a tensor refused both ways keeps its seeded init as drawn.
+        Every accepted state is one the reference was run on. Non-persistent buffers never reach the candidate (not in the state
         dict) and are never moved."""
         import torch
 
@@ -518,14 +519,26 @@ class _Evaluation:
             with torch.no_grad():
                 for k, v in tensors.items():
                     v.copy_(drawn[k])
-            for k in sorted(tensors):
-                for cand in (new[k], signed[k]):
-                    with torch.no_grad():
-                        tensors[k].copy_(cand)
-                    if defined():
-                        break
-                    with torch.no_grad():
+
+            def admit(keys: list[str], cand: dict) -> list[str]:
+                """Move ``keys`` to ``cand`` together if the reference stays defined, else each half on its own
+                (group testing: k refused tensors of n cost O(k log n) reference calls, not n); the refused."""
+                with torch.no_grad():
+                    for k in keys:
+                        tensors[k].copy_(cand[k])
+                if defined():
+                    return []
+                with torch.no_grad():
+                    for k in keys:
                         tensors[k].copy_(drawn[k])
+                if len(keys) == 1:
+                    return keys
+                return admit(keys[: len(keys) // 2], cand) + admit(keys[len(keys) // 2:], cand)
+
+            keys = sorted(tensors)  # the whole group was refused just now: start from its halves
+            refused = admit(keys[: len(keys) // 2], new) + admit(keys[len(keys) // 2:], new) if len(keys) > 1 else keys
+            if refused:
+                admit(refused, signed)
         return model
 
     # -- bookkeeping

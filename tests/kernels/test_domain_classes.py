@@ -238,6 +238,26 @@ def test_perturbation_is_admitted_per_tensor_when_the_group_is_refused():
     assert bool((g > 0).all()) and float((g - 1).abs().mean()) > 0.1  # moved, and still under the square root
 
 
+def test_per_tensor_admission_costs_log_n_reference_calls(tmp_path, monkeypatch):
+    """64 parameters and one gain under a square root (1024 entries: an additive move makes one negative under
+    any secret): the refused group is split by halves, so the admission
+    runs the reference O(log n) times (one tensor at a time would run it 65 times), and every tensor still
+    moves: the 64 additively, the gain by the sign-preserving rule."""
+    prob = _write(tmp_path, "many_params", "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                  "        self.ws = nn.ParameterList([nn.Parameter(torch.ones(32)) for _ in range(64)])\n"
+                  "        self.gain = nn.Parameter(torch.ones(1024))\n\n"
+                  "    def forward(self, x):\n        for w in self.ws:\n            x = x * w\n"
+                  "        return x * torch.sqrt(self.gain - 0.01).mean()\n\n\n"
+                  "def get_inputs():\n    return [torch.randn(8, 32)]\n\n\ndef get_init_inputs():\n    return []\n")
+    calls = []
+    real = C.finite_where
+    monkeypatch.setattr(C, "finite_where", lambda *a: calls.append(1) or real(*a))
+    sd = _ev(prob).model.state_dict()
+    assert 2 <= len(calls) <= 2 + 2 * 7 + 1, len(calls)  # the group, 2 per level of a 65-leaf bisection, the gain
+    assert all(float((sd[f"ws.{i}"] - 1).abs().mean()) > 0.1 for i in range(64))
+    assert bool((sd["gain"] > 0).all()) and float((sd["gain"] - 1).abs().mean()) > 0.1
+
+
 def test_full_redraw_needs_shapes_that_do_not_depend_on_values(tmp_path):
     """The ``full`` redraw feeds values up to the dtype's limit into the reference in the parent: a reference that
     reads values as sizes (bincount: its length is max + 1) would allocate by them, so ``full`` is admitted only
