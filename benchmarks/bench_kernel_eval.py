@@ -462,6 +462,8 @@ def main() -> None:
     res["settings"] = {"threads": 1, "trials": 5, "timed_calls": 30, "warmup": 3, "llc_flush": True}
     from benchmarks.common import commit, command
 
+    for sec in sections:  # the file merges runs: each section keeps the commit and command that measured it
+        res.setdefault("section_runs", {})[sec] = {"commit": commit(), "command": command()}
     res.update({"command": command(), "commit": commit(), "peer": None,
                 "peer_note": "reward stability (flip rate, paired-ratio CV) is a property of this environment alone; "
                              "the side_by_side section scores the same fixtures with KernelBench's harness semantics"})
