@@ -44,6 +44,20 @@ class IsolationUnavailable(Exception):
 BUILDS_FILE = ".sk_builds.json"  # in the worker's solution directory: the setup's artefact entries
 
 
+
+def input_ranges(st: os.stat_result, maps_path: str) -> list[tuple[int, int]]:
+    """The address ranges of ``maps_path`` (a ``/proc/PID/maps``) that map the file of ``st``, matched by
+    device (``major:minor``, hex) and inode, never by the inode number alone."""
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}"
+    out = []
+    with open(maps_path) as f:
+        for line in f:
+            parts = line.split(None, 5)
+            if len(parts) >= 5 and parts[4] == str(st.st_ino) and parts[3] == dev:
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                out.append((lo, hi))
+    return out
+
 class WorkerFailure(Exception):
     def __init__(self, code: str, message: str, log_tail: str = "", violations: dict | None = None):
         super().__init__(message)
@@ -568,16 +582,10 @@ class Worker:
             raise self._violation(f"the worker's reply names output memory the parent cannot read: {e}") from None
 
     def _input_ranges(self) -> list[tuple[int, int]]:
-        """Where the worker maps the parent's input region (by the memfd's device and inode)."""
-        st = os.fstat(self.inp.fd)
-        out = []
-        with open(f"/proc/{self.pid}/maps") as f:
-            for line in f:
-                parts = line.split(None, 5)
-                if len(parts) >= 5 and parts[4] == str(st.st_ino):
-                    lo, hi = (int(x, 16) for x in parts[0].split("-"))
-                    out.append((lo, hi))
-        return out
+        """Where the worker maps the parent's input region: mappings of the memfd's (device, inode). While the
+        parent holds the memfd open no other file has that pair, so a file the worker makes with the same inode
+        number on another device (redteam7 h10) is not exempt from the written-page proof."""
+        return input_ranges(os.fstat(self.inp.fd), f"/proc/{self.pid}/maps")
 
     def kill(self) -> None:
         if self.group is not None:

@@ -795,3 +795,28 @@ def test_flags_after_redteam6():
     bad_ld = ["-fplugin=x.so", "-Wl,-rpath,/tmp", "-L/tmp", "-lcrypto", "-ffinite-math-only", "-fuse-ld=gold"]
     assert static.disallowed_flags([], [], bad_ld) == bad_ld
     assert static.disallowed_flags(["-DX=$(id)", "-DX=a b"]) == ["-DX=$(id)", "-DX=a b"]
+
+
+def test_input_region_is_matched_by_device_and_inode(tmp_path):
+    """redteam7 h10: a file the worker made with the memfd's inode number on another device was exempt from the
+    written-page proof; the match takes (device, inode), never the inode number alone."""
+    import mmap
+    import os
+
+    from shiftkit.kernels.sandbox import input_ranges
+
+    fd = os.memfd_create("sk-test-input")
+    try:
+        os.ftruncate(fd, 8192)
+        with mmap.mmap(fd, 8192) as m:
+            st = os.fstat(fd)
+            lo = next(int(x.split("-")[0], 16) for x in open("/proc/self/maps") if f" {st.st_ino} " in x and "memfd" in x)
+            assert (lo, lo + 8192) in input_ranges(st, "/proc/self/maps")
+            m[0] = 1
+        dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}"
+        fake = tmp_path / "maps"
+        fake.write_text(f"7f0000000000-7f0000002000 rw-s 00000000 {dev} {st.st_ino}   /memfd:x (deleted)\n"
+                        f"7f0000010000-7f0000012000 rw-s 00000000 fe:07 {st.st_ino}   /tmp/same-inode\n")
+        assert input_ranges(st, str(fake)) == [(0x7F0000000000, 0x7F0000002000)]
+    finally:
+        os.close(fd)
