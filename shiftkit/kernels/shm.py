@@ -60,7 +60,10 @@ def layout(x: Any, off: int = 0) -> tuple[Any, int]:
 
     if isinstance(x, torch.Tensor):
         n = x.numel() * x.element_size()
-        return {"t": "tensor", "off": off, "shape": list(x.shape), "dtype": _dtype_name(x)}, off + -(-n // ALIGN) * ALIGN
+        lv = {"t": "tensor", "off": off, "shape": list(x.shape), "dtype": _dtype_name(x)}
+        if not x.is_contiguous():  # an output the reference returns as a view: its layout is one a candidate may use
+            lv["view"] = list(x.stride())
+        return lv, off + -(-n // ALIGN) * ALIGN
     if isinstance(x, (list, tuple)):
         items = []
         for v in x:
@@ -286,13 +289,26 @@ SPAN_FACTOR = 4  # a strided output's memory span may be this many times its ele
 SPAN_MIN = 1 << 16  # ... or this many bytes, whichever is larger
 
 
-def strided_runs(shape: list[int], strides: list, itemsize: int) -> tuple[int, list[int], int]:
-    """Pure: how the parent reads an output tensor the worker left strided (a padded or transposed view), from
-    its shape and the strides the worker names: (span in elements, the element offsets where contiguous runs
-    start, elements per run). Refused (BadOutputLayout): strides that are not one non-negative integer per
-    dimension; a stride 0 over a dimension of size > 1 (an ``expand()`` view) or any layout whose elements could
-    overlap (sorted by stride, each dimension must step past the whole extent of the ones below it: padded and
-    permuted layouts pass); a span beyond :data:`SPAN_FACTOR` x the elements' bytes (or :data:`SPAN_MIN`)."""
+def memory_order(shape: list[int], strides: list[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Pure: (the dimensions of size > 1 and stride > 0 from the outermost in memory to the innermost, the
+    dimensions of size > 1 and stride 0). A row-major tensor, padded or not, has its dimensions in order."""
+    big = [(st, d) for d, (n, st) in enumerate(zip(shape, strides)) if n > 1]
+    return tuple(d for st, d in sorted(big, key=lambda t: (-t[0], t[1])) if st > 0), tuple(d for st, d in big if st == 0)
+
+
+def strided_runs(shape: list[int], strides: list, itemsize: int, view: list | None = None) -> tuple[int, list[int], int]:
+    """Pure: how the parent reads an output tensor the worker left strided (a padded view), from its shape and
+    the strides the worker names: (span in elements, the element offsets where contiguous runs start, elements
+    per run). ``view``: the strides of the reference's own output where it is a view (:func:`layout`), else None.
+
+    The parent's read is a copy of the span and a gather of its elements, out of the clock, so the layout may
+    not hand it work the reference does not hand it: the dimensions must lie in memory in row-major order
+    (padding between rows is fine) or in the reference's own order, and a stride 0 (an ``expand()`` view) only
+    where the reference's output has one (redteam7 h02, h03: a permuted view made the parent do the transpose).
+    Refused (BadOutputLayout): strides that are not one non-negative integer per dimension; another memory order
+    or another stride-0 dimension; any layout whose elements could overlap (sorted by stride, each dimension must
+    step past the whole extent of the ones below it); a span beyond :data:`SPAN_FACTOR` x the elements' bytes (or
+    :data:`SPAN_MIN`)."""
     import torch
 
     if not isinstance(strides, list) or len(strides) != len(shape) or not all(
@@ -303,11 +319,18 @@ def strided_runs(shape: list[int], strides: list, itemsize: int) -> tuple[int, l
         numel *= n
     if numel == 0:
         return 0, [], 0
-    dims = sorted(((st, n) for n, st in zip(shape, strides) if n > 1))
+    order, zeros = memory_order(shape, strides)
+    ref = memory_order(shape, view) if view is not None and len(view) == len(shape) else None
+    if zeros and (ref is None or not set(zeros) <= set(ref[1])):
+        raise BadOutputLayout(22, "an output dimension has stride 0 (an expand() view, not a materialised output) where "
+                                  "the reference's output has none")
+    if order != tuple(d for d in range(len(shape)) if shape[d] > 1 and d not in zeros) and (ref is None or order != ref[0]):
+        raise BadOutputLayout(22, f"output strides {strides} for shape {shape} are a permuted view: the parent would do "
+                                  "the layout work after the clock; return the output in row-major order (padding "
+                                  "between rows is fine) or in the reference's own layout")
+    dims = sorted(((st, n) for n, st in zip(shape, strides) if n > 1 and st > 0))
     extent = 1  # elements spanned by the dimensions below, each stepping past the last
     for st, n in dims:
-        if st == 0:
-            raise BadOutputLayout(22, "an output dimension has stride 0 (an expand() view, not a materialised output)")
         if st < extent:
             raise BadOutputLayout(22, f"output strides {strides} for shape {shape} let elements overlap in memory")
         extent = st * (n - 1) + extent
@@ -379,7 +402,7 @@ def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
             st = next(st_it)
             nb = out.numel() * out.element_size()
             if st is not None and nb:
-                span, starts, run = strided_runs(list(lv["shape"]), st, out.element_size())
+                span, starts, run = strided_runs(list(lv["shape"]), st, out.element_size(), lv.get("view"))
                 buf = torch.empty(span, dtype=out.dtype)
                 pieces.append((a, buf.data_ptr(), span * out.element_size()))
                 strided_pages.update(run_pages(a, starts, run, out.element_size()))

@@ -148,7 +148,7 @@ class Server:
             if list(out.shape) != lay["shape"] or shm._dtype_name(out) != lay["dtype"]:
                 raise _OutputType(f"output is {shm._dtype_name(out)}{list(out.shape)}, expected {lay['dtype']}{lay['shape']}")
             src = out.detach()
-            bad = layout_problem(src)
+            bad = layout_problem(src, lay.get("view"))
             if bad:
                 raise _OutputType(bad, "output_layout")
             if src.device.type != "cpu":
@@ -280,16 +280,21 @@ def entry(model, mode: str):
     return model if any(hooks) else model.forward
 
 
-def layout_problem(t) -> str | None:
+def layout_problem(t, view: list | None = None) -> str | None:
     """Why an output tensor is not a materialised result (a stride-0 dimension of size > 1, i.e. an
-    ``expand()`` view, or elements overlapping in memory), else None. Checked here, it can only fail the worker."""
+    ``expand()`` view, where the reference's output ``view`` strides have none there; or elements overlapping in
+    memory), else None. Checked here, it can only fail the worker; the parent judges the layout itself
+    (:func:`shiftkit.kernels.shm.strided_runs`)."""
     if t.numel() <= 1:
         return None
     for d, (n, st) in enumerate(zip(t.shape, t.stride())):
-        if n > 1 and st == 0:
+        if n > 1 and st == 0 and not (view is not None and len(view) == t.dim() and view[d] == 0):
             return f"output dim {d} has stride 0 (an expand() view, not a materialised output)"
-    span = 1 + sum((n - 1) * abs(st) for n, st in zip(t.shape, t.stride()))
-    return "output elements overlap in memory" if span < t.numel() else None
+    span = 1 + sum((n - 1) * abs(st) for n, st in zip(t.shape, t.stride()) if st)
+    dense = 1
+    for n, st in zip(t.shape, t.stride()):
+        dense *= n if st else 1
+    return "output elements overlap in memory" if span < dense else None
 
 
 def _steady_allocator() -> None:

@@ -331,6 +331,18 @@ def test_strided_output_view_is_read_by_the_parent():
     assert not [f for f in r.findings if f.severity == "error"], r.reason
 
 
+def test_reference_layouts_bound_the_parents_read():
+    """redteam7 h02/h03/hn08/hn18: the parent's read of a strided output is out of the clock, so a candidate's
+    layout may hand it no more work than the reference's does. A transposed view of a plain copy (the parent
+    would do the transpose) is refused; an expand() view where the reference returns one passes, and the eager
+    baseline, whose output is the reference's view, is profiled (before: a harness error for every solution)."""
+    r = run(SOL / "permuted_view_transpose.py", "transpose_btd")
+    assert r.reward == -1.0 and "output_layout" in r.codes(None), (r.codes(None), r.reason)
+    r = run(HON / "gate_expand_view_c.py", "gate_expand", **PROFILE)
+    assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
+    assert not [f for f in r.findings if f.severity == "error"], r.reason
+
+
 @pytest.mark.parametrize("sol,problem", HONEST, ids=[c[0] for c in HONEST])
 def test_honest_solution_passes(sol, problem):
     r = run(HON / sol, problem)

@@ -683,8 +683,19 @@ def test_strided_runs_hand_computed_and_refusals():
 
     # padded rows: 3 rows of 5 floats, leading dimension 8: span 2*8 + 5 = 21, runs of 5 at 0, 8, 16
     assert shm.strided_runs([3, 5], [8, 1], 4) == (21, [0, 8, 16], 5)
-    # a transpose is dense: one run over the whole span
-    assert shm.strided_runs([4, 6], [1, 4], 8) == (24, [0], 24)
+    # a transpose is dense, one run over the whole span, but the parent would do the layout work: read only where
+    # the reference's own output is that view (redteam7 h02, h03)
+    assert shm.strided_runs([4, 6], [1, 4], 8, view=[1, 4]) == (24, [0], 24)
+    with pytest.raises(shm.BadOutputLayout, match="permuted view"):
+        shm.strided_runs([4, 6], [1, 4], 8)
+    with pytest.raises(shm.BadOutputLayout, match="permuted view"):
+        shm.strided_runs([4, 6], [1, 4], 8, view=[6, 1])  # the reference is row-major
+    # an expand() view where the reference's output is one: the stride-0 dimension is read once
+    assert shm.strided_runs([4, 5], [0, 1], 4, view=[0, 1]) == (5, [0], 5)
+    with pytest.raises(shm.BadOutputLayout, match="stride 0"):
+        shm.strided_runs([4, 5], [1, 0], 4, view=[0, 1])  # another dimension than the reference's
+    assert shm.memory_order([2, 3, 4], [12, 1, 3]) == ((0, 2, 1), ())
+    assert shm.memory_order([2, 1, 4], [0, 7, 1]) == ((2,), (0,))  # degenerate: size-1 dims do not count
     # every other element (span 2x): runs of one
     assert shm.strided_runs([4], [2], 4) == (7, [0, 2, 4, 6], 1)
     assert shm.strided_runs([0, 5], [5, 1], 4) == (0, [], 0)  # empty
