@@ -40,7 +40,7 @@ CODES: dict[str, str] = {
     "output_unwritten": "output memory the worker did not write (untouched or zero-page): the parent would have zero-filled it",
     "runtime_error": "ModelNew construction or forward raised",
     "load_error": "the solution module or its built extension could not be loaded",
-    "state_dict_mismatch": "ModelNew does not accept the reference weights via load_state_dict",
+    "state_dict_mismatch": "ModelNew does not accept the reference weights via load_state_dict (a reference tensor has no place, or a shape differs)",
     "protocol_violation": "the worker sent a malformed, oversized, unrequested or wrongly-nonced frame",
     "harness_error": "the harness itself failed on this solution (a bug to report); the result fails closed",
     "untrusted_result": "the evaluation ran without the sandbox (allow_unisolated=true): not a trusted reward",

@@ -106,10 +106,13 @@ class Server:
             cls, native_ops = _load_candidate(self.setup)
             blocker.allow_native(native_ops)
             self.model = cls(*init)
-            try:
-                self.model.load_state_dict(sd)
+            try:  # every reference tensor must be taken; a state of the candidate's own (a scratch buffer
+                # registered persistent, redteam7 hn13) keeps its own init: it cannot stand in for a reference weight
+                unexpected = self.model.load_state_dict(sd, strict=False).unexpected_keys
             except Exception as e:  # noqa: BLE001
                 raise StateDictError(str(e)) from None
+            if unexpected:
+                raise StateDictError(f"ModelNew has no place for the reference's {', '.join(sorted(unexpected)[:8])}")
             self.model.eval().to(self.device)
             self.blocker = blocker
         else:

@@ -343,6 +343,15 @@ def test_reference_layouts_bound_the_parents_read():
     assert not [f for f in r.findings if f.severity == "error"], r.reason
 
 
+def test_every_reference_tensor_needs_a_place_and_own_state_is_kept():
+    """redteam7 hn13: a persistent scratch buffer of the candidate's own (not in the reference's state dict) was
+    state_dict_mismatch; the rule is only that every reference tensor is taken, so a candidate lacking one fails."""
+    r = run(HON / "gain_bias_scratch_buffer.py", "gain_bias")
+    assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
+    r = run(SOL / "drops_reference_bias.py", "gain_bias")
+    assert r.reward == -1.0 and "state_dict_mismatch" in r.codes(None), (r.codes(None), r.reason)
+
+
 @pytest.mark.parametrize("sol,problem", HONEST, ids=[c[0] for c in HONEST])
 def test_honest_solution_passes(sol, problem):
     r = run(HON / sol, problem)
