@@ -258,6 +258,21 @@ def test_per_tensor_admission_costs_log_n_reference_calls(tmp_path, monkeypatch)
     assert bool((sd["gain"] > 0).all()) and float((sd["gain"] - 1).abs().mean()) > 0.1
 
 
+def test_a_parameter_bounded_on_both_sides_moves_by_a_smaller_step(tmp_path):
+    """redteam7 h04: ``a * x + sqrt(1 - a^2) * h`` with a = 0.9: the additive and the sign-preserving moves both take
+    some channel past 1 (NaN), so `a` kept its init and a kernel assuming 0.9 passed; the same draw shrunk (by 2 up
+    to 64) moves it by a few percent, inside the domain, far past any tolerance."""
+    prob = _write(tmp_path, "vp_mix", "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                  "        self.a = nn.Parameter(torch.full((256,), 0.9))\n\n"
+                  "    def forward(self, x, h):\n        return self.a * x + torch.sqrt(1 - self.a ** 2) * h\n\n\n"
+                  "def get_inputs():\n    return [torch.randn(8, 256), torch.randn(8, 256)]\n\n\n"
+                  "def get_init_inputs():\n    return []\n")
+    for secret in (3, 4, 5):
+        a = _ev(prob, secret).model.state_dict()["a"]
+        assert bool((a.abs() <= 1).all()), secret  # inside the domain
+        assert float((a - 0.9).abs().mean()) > 1e-3 and float((a - 0.9).abs().max()) < 0.2, (secret, a)
+
+
 def test_full_redraw_needs_shapes_that_do_not_depend_on_values(tmp_path):
     """The ``full`` redraw feeds values up to the dtype's limit into the reference in the parent: a reference that
     reads values as sizes (bincount: its length is max + 1) would allocate by them, so ``full`` is admitted only
