@@ -81,6 +81,7 @@ EXTRA_VARIANTS = {"int64": ("far",), "int": ("full",), "bool": ("empty", "dense"
 EDGE_ROWS = 8  # ``empty``/``dense``: one last-dim row in EDGE_ROWS (at least one) set all False, as many all True
 OUTLIER_LADDER = (1024.0, 256.0, 64.0, 16.0)  # outlier magnitudes in units of the row's rms, the largest admitted
 OUTLIERS_PER_ROW = 2
+SCALAR_MOVES = (1.0, 0.5, 0.25)  # Python-float inputs: fractions of the drawn log2 move, the largest admitted is used
 PARAM_NOISE = 0.5  # weights: p + PARAM_NOISE * rms(p) * randn (rms 0, e.g. a zero bias: rms taken as 1)
 PERTURB_ELEMENTS = 8
 
@@ -433,6 +434,50 @@ def redraw(inputs: list, target: int, variant: str, seed: int) -> list:
         if isinstance(x, torch.Tensor):
             i, k[0] = k[0], k[0] + 1
             return redraw_tensor(x, variant, seed) if i == target else x
+        if isinstance(x, (list, tuple)):
+            return type(x)(tr(v) for v in x)
+        if isinstance(x, dict):
+            return {key: tr(v) for key, v in x.items()}
+        return x
+
+    return [tr(v) for v in inputs]
+
+
+def scalar_targets(inputs: Any) -> list[int]:
+    """Pure: the Python floats among the inputs (not bools, not ints: an int is a size, a dim or a count more
+    often than a value), numbered in traversal order; a forward argument such as a temperature."""
+    out: list[int] = []
+    k = [0]
+
+    def walk(x):
+        if isinstance(x, float):
+            out.append(k[0])
+            k[0] += 1
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+
+    walk(list(inputs))
+    return out
+
+
+def rescale_scalar(inputs: list, target: int, seed: int, frac: float = 1.0) -> list:
+    """Pure: ``inputs`` with the ``target``-th Python float (:func:`scalar_targets`) multiplied by 2^(frac * u),
+    u drawn from ``seed`` uniformly in [0.25, 1] with a random sign (0 becomes frac * u); every other value as it
+    is. A kernel that bakes in the value it saw (a temperature, an epsilon) fails (redteam7 h08)."""
+    import random
+
+    rng = random.Random(seed)
+    u = rng.uniform(0.25, 1.0) * rng.choice((-1.0, 1.0)) * frac
+    k = [0]
+
+    def tr(x):
+        if isinstance(x, float):
+            i, k[0] = k[0], k[0] + 1
+            return (x * 2.0 ** u if x != 0 else u) if i == target else x
         if isinstance(x, (list, tuple)):
             return type(x)(tr(v) for v in x)
         if isinstance(x, dict):

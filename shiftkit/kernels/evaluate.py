@@ -757,6 +757,7 @@ class _Evaluation:
                         self.spot_kinds.append((name, f))
                         break
                 self._plan_discrete(base, rounds)
+                self._plan_scalars(base, rounds)
                 if C.has_float(base["inputs"]):  # a near-repeat: a cache keyed on a sample of the input is stale
                     x = C.perturb(base["inputs"], p.inputs(self.seed("perturb", 0)), self.seed("perturb", 1))
                     exp = self._checked_reference(x)
@@ -801,6 +802,21 @@ class _Evaluation:
                                    "expected": exp})
                     self.spot_kinds.append(("redraw", (t, v)))
                     break
+
+    def _plan_scalars(self, base: dict, rounds: list[dict]) -> None:
+        """Every Python-float input (:func:`C.scalar_targets`: a temperature, an epsilon passed to ``forward``)
+        moved on its own by a factor 2^(+-u) from the secret (:func:`C.rescale_scalar`), the largest fraction of
+        the move on which the reference is well defined; a correctness round and a spot kind each (redteam7 h08:
+        a kernel that baked in tau = 0.5 passed, since only tensors were ever varied)."""
+        for t in C.scalar_targets(base["inputs"]):
+            for frac in C.SCALAR_MOVES:
+                x = C.rescale_scalar(base["inputs"], t, self.seed("scalar", t), frac)
+                exp = self._checked_reference(x)
+                if exp is None:
+                    continue
+                rounds.append({"kind": "scalar", "where": f"scalar {t} moved inputs", "inputs": x, "expected": exp})
+                self.spot_kinds.append(("scalar", (t, frac)))
+                break
 
     def _shapes_value_independent(self, x, expected) -> bool:
         """Does the reference give ``expected``'s shapes on ``x`` without reading any value as a size? Run under
@@ -975,6 +991,8 @@ class _Evaluation:
                         xs = C.perturb(prev, x, self.seed("spot", rnd))
                     elif name == "redraw":
                         xs = C.redraw(x, f[0], f[1], self.seed("spot", rnd))
+                    elif name == "scalar":
+                        xs = C.rescale_scalar(x, f[0], self.seed("spot", rnd), f[1])
                     else:
                         xs = C.transform(x, name, self.seed("spot", rnd), f)
                     e = self._checked_reference(xs)

@@ -273,6 +273,29 @@ def test_a_parameter_bounded_on_both_sides_moves_by_a_smaller_step(tmp_path):
         assert float((a - 0.9).abs().mean()) > 1e-3 and float((a - 0.9).abs().max()) < 0.2, (secret, a)
 
 
+def test_rescale_scalar_hand_computed_and_degenerate():
+    import random
+
+    rng = random.Random(7)
+    u = rng.uniform(0.25, 1.0) * rng.choice((-1.0, 1.0))
+    x = [torch.ones(2), 0.5, {"eps": 0.0, "n": 3, "flag": True}]
+    assert C.scalar_targets(x) == [0, 1]  # floats only: not the int, not the bool
+    y = C.rescale_scalar(x, 0, 7)
+    assert y[1] == 0.5 * 2.0 ** u and y[2] == x[2] and y[0] is x[0]
+    assert C.rescale_scalar(x, 1, 7, 0.5)[2]["eps"] == 0.5 * u  # zero moves to the fraction of u itself
+    assert C.scalar_targets([torch.ones(1), 3, True]) == []  # degenerate: nothing to move
+
+
+def test_python_float_inputs_get_a_round_of_their_own():
+    """redteam7 h08: a temperature passed to forward as a Python float was never varied, so a kernel baking in the
+    value passed; each float input is moved by 2^(+-u) from the secret in a round of its own."""
+    ev, where = _plan(ADV / "problems" / "smooth_max_tau.py")
+    r = [r for r in ev.plan() if r["kind"] == "scalar"]
+    assert len(r) == 1 and r[0]["where"] == "scalar 0 moved inputs", where
+    assert r[0]["inputs"][1] != 0.5 and torch.equal(r[0]["inputs"][0], ev.plan()[0]["inputs"][0])
+    assert ("scalar", (0, 1.0)) in ev.spot_kinds
+
+
 def test_full_redraw_needs_shapes_that_do_not_depend_on_values(tmp_path):
     """The ``full`` redraw feeds values up to the dtype's limit into the reference in the parent: a reference that
     reads values as sizes (bincount: its length is max + 1) would allocate by them, so ``full`` is admitted only
