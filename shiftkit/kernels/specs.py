@@ -43,12 +43,18 @@ class _Unresolved(Exception):
 
 
 def _module_bindings(tree: ast.Module) -> dict[str, ast.AST]:
+    """Module-level names, in statement order: an assignment binds, ``NAME += expr`` appends to the binding
+    (``SRC += "..."``, redteam7 hn14). The source is built from these; the worker builds at runtime only what
+    was extracted, so a binding that differs at runtime fails the load, never builds something else."""
     env: dict[str, ast.AST] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             env[node.targets[0].id] = node.value
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             env[node.target.id] = node.value
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name) \
+                and node.target.id in env:
+            env[node.target.id] = ast.BinOp(left=env[node.target.id], op=ast.Add(), right=node.value)
     return env
 
 
@@ -74,7 +80,8 @@ def _function_bindings(fn: ast.AST) -> dict[str, ast.AST]:
     return {k: v for k, v in env.items() if count.get(k) == 1 and k not in params}
 
 
-_STR_METHODS = {"strip", "lstrip", "rstrip", "replace", "format", "join", "upper", "lower"}
+_STR_METHODS = {"strip", "lstrip", "rstrip", "replace", "format", "join", "upper", "lower", "split", "rsplit",
+                "splitlines"}
 _STR_FUNCS = {("textwrap", "dedent"), ("textwrap", "indent"), ("inspect", "cleandoc"), (None, "dedent"),
               (None, "indent"), (None, "cleandoc")}
 
@@ -198,13 +205,15 @@ def extract_specs(src: str, backend: str = "cpu") -> tuple[list[BuildSpec], list
         return [], [Finding("syntax_error", e.msg, "error", f"line {e.lineno}")]
     env = _module_bindings(tree)
     scope: dict[int, dict[str, ast.AST]] = {}  # a call's enclosing function's bindings over the module's
+    owner: dict[int, ast.AST] = {}  # a call's innermost enclosing function
     for fn in ast.walk(tree):
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             local = {**env, **_function_bindings(fn)}
             for n in ast.walk(fn):
                 if isinstance(n, ast.Call):
                     scope[id(n)] = local  # the innermost function wins (walked after its outer one)
-    specs, findings = [], []
+                    owner[id(n)] = fn
+    specs, findings, seen = [], [], set()
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
@@ -212,19 +221,67 @@ def extract_specs(src: str, backend: str = "cpu") -> tuple[list[BuildSpec], list
         if fname not in ("load_inline", "load_c"):
             continue
         env_here = scope.get(id(node), env)
-        pos = _LOAD_INLINE_POS if fname == "load_inline" else _LOAD_C_POS
         try:
-            kw = {pos[i]: _literal(a, env_here) for i, a in enumerate(node.args)}
-            for k in node.keywords:
-                if k.arg in ("verbose", "with_cuda", "build_directory", "is_python_module", "with_pytorch_error_handling", "use_pch", "keep_intermediates"):
-                    continue
-                if k.arg is None:
-                    raise _Unresolved("**kwargs")
-                kw[k.arg] = _literal(k.value, env_here)
+            kws = [_load_kwargs(node, fname, env_here)]
         except _Unresolved as e:
-            findings.append(Finding("dynamic_sources", f"{fname}() argument: {e}", "error", f"line {node.lineno}"))
-            continue
-        specs.append(spec_from_load_inline(kw, backend) if fname == "load_inline" else spec_from_load_c(kw, backend))
+            # a helper that passes its parameters on (`def _build(name, src): return load_c(name=name, source=src)`):
+            # one spec per call of the helper in this file, its arguments literals there (redteam7 hn10)
+            fn = owner.get(id(node))
+            try:
+                kws = [_load_kwargs(node, fname, {**env_here, **b}) for b in _helper_calls(tree, fn, scope, env)] if fn else []
+            except _Unresolved as e2:
+                e, kws = e2, []
+            if not kws:
+                findings.append(Finding("dynamic_sources", f"{fname}() argument: {e}", "error", f"line {node.lineno}"))
+                continue
+        for kw in kws:
+            spec = spec_from_load_inline(kw, backend) if fname == "load_inline" else spec_from_load_c(kw, backend)
+            if spec.key() not in seen:
+                seen.add(spec.key())
+                specs.append(spec)
     return specs, findings
+
+
+_IGNORED_KW = ("verbose", "with_cuda", "build_directory", "is_python_module", "with_pytorch_error_handling", "use_pch",
+               "keep_intermediates")
+
+
+def _load_kwargs(node: ast.Call, fname: str, env: dict[str, ast.AST]) -> dict[str, Any]:
+    pos = _LOAD_INLINE_POS if fname == "load_inline" else _LOAD_C_POS
+    kw = {pos[i]: _literal(a, env) for i, a in enumerate(node.args)}
+    for k in node.keywords:
+        if k.arg in _IGNORED_KW:
+            continue
+        if k.arg is None:
+            raise _Unresolved("**kwargs")
+        kw[k.arg] = _literal(k.value, env)
+    return kw
+
+
+def _helper_calls(tree: ast.Module, fn: ast.AST, scope: dict, env: dict) -> list[dict[str, ast.AST]]:
+    """The parameter bindings of every call of the function ``fn`` (by its name) in ``tree``: each argument a
+    literal at its call site, a parameter not passed its default; none if ``fn`` is never called by name or
+    takes ``*args``/``**kwargs``."""
+    a = fn.args
+    if a.vararg or a.kwarg:
+        return []
+    params = [p.arg for p in a.posonlyargs + a.args]
+    defaults = dict(zip(params[len(params) - len(a.defaults):], a.defaults))
+    defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+    out = []
+    for call in ast.walk(tree):
+        if not (isinstance(call, ast.Call) and _call_name(call) == fn.name and call is not fn):
+            continue
+        here = scope.get(id(call), env)
+        names = params[1:] if isinstance(call.func, ast.Attribute) and params[:1] in (["self"], ["cls"]) else params
+        if any(isinstance(x, ast.Starred) for x in call.args) or any(k.arg is None for k in call.keywords) \
+                or len(call.args) > len(names):
+            raise _Unresolved(f"{fn.name}() is called with *args/**kwargs")
+        bound = {p: ast.Constant(_literal(x, here)) for p, x in zip(names, call.args)}
+        bound.update({k.arg: ast.Constant(_literal(k.value, here)) for k in call.keywords})
+        for p, d in defaults.items():
+            bound.setdefault(p, ast.Constant(_literal(d, env)))
+        out.append(bound)
+    return out
 
 

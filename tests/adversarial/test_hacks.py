@@ -291,6 +291,7 @@ def test_fd_spray_touches_nothing_outside():
 
 # false-positive classes: honest solutions that the old checks rejected
 HONEST = [
+    ("helper_loader_c.py", SSC),  # SRC +=, "...".split() flags, a helper passing its parameters to load_c
     ("smooth_max_tau_c.py", "smooth_max_tau"),  # reads its Python-float temperature: passes the scalar rounds
     ("cpp_prototypes.py", SSC),  # extern "C" { } blocks, const float x[] parameters, std::int64_t
     ("cpp_scan.py", SSC),  # helpers named read/write, #pragma GCC optimize, #pragma STDC FP_CONTRACT OFF

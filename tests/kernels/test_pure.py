@@ -799,6 +799,29 @@ def test_sources_fold_pure_string_expressions_over_literals():
     assert got == [] and len(findings) == 4 and {f.code for f in findings} == {"dynamic_sources"}, findings
 
 
+def test_sources_through_a_helper_augmented_and_split_after_redteam7():
+    """redteam7 hn10 (a helper passing its parameters to load_c), hn14 (``SRC +=`` at module level), hn16 (flags
+    from ``"...".split()``): one spec per call of the helper, each argument a literal at its call site."""
+    from shiftkit.kernels import specs
+
+    src = ("import torch.nn as nn\nfrom shiftkit.kernels.runtime import load_c\n"
+           "SRC = '#include <cstdint>\\n'\nSRC += 'int a;'\nFLAGS = '-O3 -funroll-loops'.split()\n"
+           "def _build(name, src, flags=FLAGS):\n    return load_c(name=name, source=src, extra_cflags=flags)\n"
+           "one = _build('one', SRC)\ntwo = _build(name='two', src=SRC + ' int b;', flags=['-O2'])\n"
+           "class ModelNew(nn.Module):\n    def _mk(self, n, s):\n        return load_c(name=n, source=s)\n"
+           "    def __init__(self):\n        super().__init__()\n        self.lib = self._mk('three', 'int c;')\n")
+    got, findings = specs.extract_specs(src)
+    assert findings == [], findings
+    by = {sp.name: (sp.sources["source.cpp"], sp.extra_cflags) for sp in got}
+    assert by == {"one": ("#include <cstdint>\nint a;", ["-O3", "-funroll-loops"]),
+                  "two": ("#include <cstdint>\nint a; int b;", ["-O2"]), "three": ("int c;", [])}
+    bad = ("from shiftkit.kernels.runtime import load_c\nimport os\n"
+           "def _build(name, src):\n    return load_c(name=name, source=src)\n"
+           "a = _build('a', open('k.cpp').read())\n")  # a helper called with a non-literal: still dynamic
+    got, findings = specs.extract_specs(bad)
+    assert got == [] and [f.code for f in findings] == ["dynamic_sources"]
+
+
 def test_flags_after_redteam6():
     ok = ["-DEPS=1e-5", "-DALPHA=-0.5", "-fcf-protection=none"]
     assert static.disallowed_flags(ok) == []
