@@ -286,7 +286,7 @@ class BadOutputLayout(RemoteReadError):
 
 
 SPAN_FACTOR = 4  # a strided output's memory span may be this many times its elements' bytes (padded rows: ~1x)
-SPAN_MIN = 1 << 16  # ... or this many bytes, whichever is larger
+SPAN_MIN = 1 << 20  # ... or this many bytes, whichever is larger (a 1 MiB read is nothing to the parent; redteam7 hn12)
 
 
 def memory_order(shape: list[int], strides: list[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -701,12 +701,13 @@ def test_strided_runs_hand_computed_and_refusals():
     assert shm.strided_runs([0, 5], [5, 1], 4) == (0, [], 0)  # empty
     assert shm.strided_runs([1, 5], [999, 1], 4) == (5, [0], 5)  # a size-1 dimension's stride does not matter
     for shape, st in (([4, 5], [0, 1]), ([4, 5], [1, 1]), ([4, 5], [3, 1]), ([4, 5], [5]), ([4, 5], [5, -1]),
-                      ([4, 5], [5.0, 1]), ([64, 64], [64 * 40, 1])):
+                      ([4, 5], [5.0, 1]), ([256, 64], [64 * 40, 1])):
         try:
             shm.strided_runs(shape, st, 4)
         except shm.BadOutputLayout:
             continue
         raise AssertionError((shape, st))  # expand, overlap, wrong rank or type, too sparse: all refused
+    assert shm.strided_runs([2048], [16], 4)[0] == 2047 * 16 + 1  # one float per 64-byte slot: 128 KiB, read (hn12)
     starts = shm.strided_runs([5000, 3], [4, 1], 4)[1]
     assert not isinstance(starts, list) and starts.numel() == 5000  # many runs: a tensor, pages computed in bulk
 
