@@ -66,7 +66,7 @@ def main() -> None:
     ap.add_argument("--sft-steps", type=int, default=300)
     ap.add_argument("--k", type=int, default=16)
     ap.add_argument("--out", default="runs/agent_kernel_rl_small")
-    ap.add_argument("--results", default="benchmarks/results/agent_kernel_rl.json")
+    ap.add_argument("--results", default="benchmarks/results/agent_kernel_rl_small_seed0.json")
     a = ap.parse_args()
     from shiftkit.config import check_ranges
     from shiftkit.kernels.envclient import LocalKernelEnv
