@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import sys
 from pathlib import Path
 
@@ -22,18 +21,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from shiftkit.io import atomic_write_json  # noqa: E402
+from shiftkit.recipes.agent_kernels import learning_verdict as verdict  # noqa: E402
 
 STAGES = {"single_turn": ("before", "after"), "multi_turn": ("before", "after_rft", "after")}
 ROW_KEYS = ("reward", "frac_-1", "frac_+1", "frac_+2", "frac_+3", "malformed", "finished", "turns", "verify_calls")
-
-
-def verdict(before: list[float], after: list[float]) -> dict:
-    """Learning shown: every seed's held-out reward goes up and the mean change exceeds twice the sample sd."""
-    ch = [a - b for b, a in zip(before, after)]
-    sd = statistics.stdev(ch) if len(ch) > 1 else float("nan")
-    shown = len(ch) > 1 and all(c > 0 for c in ch) and statistics.mean(ch) > 2 * sd
-    return {"changes": ch, "mean_change": statistics.mean(ch), "sd_change": sd,
-            "verdict": "shown" if shown else "not shown"}
 
 
 def report(run: dict) -> dict:

@@ -328,6 +328,18 @@ def _summary(per_seed: dict, key: str) -> dict:
     return out
 
 
+def learning_verdict(before: list[float], after: list[float]) -> dict:
+    """The rule for "learning shown" (docs/agent.md): every seed's held-out reward goes up and the mean paired
+    change exceeds twice the sample sd of the changes; one seed shows nothing."""
+    import statistics
+
+    ch = [a - b for b, a in zip(before, after)]
+    sd = statistics.stdev(ch) if len(ch) > 1 else float("nan")
+    shown = len(ch) > 1 and all(c > 0 for c in ch) and statistics.mean(ch) > 2 * sd
+    return {"changes": ch, "mean_change": statistics.mean(ch) if ch else float("nan"), "sd_change": sd,
+            "verdict": "shown" if shown else "not shown"}
+
+
 def oracle(env, names: list[str]) -> dict:
     """Every composition's reward on the held-out problems (the cached verdicts): what the best policy could get."""
     comps = [KG.format_composition(c, compact=True) for c in KG.all_compositions()]

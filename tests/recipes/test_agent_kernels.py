@@ -17,7 +17,7 @@ import pytest
 
 from shiftkit.agent import kernel_grammar as KG
 from shiftkit.errors import ShiftkitError
-from shiftkit.recipes.agent_kernels import AgentKernelsConfig, command, run
+from shiftkit.recipes.agent_kernels import AgentKernelsConfig, command, learning_verdict, run
 
 
 class _Stub:
@@ -100,3 +100,11 @@ def test_agent_kernels_config_errors_name_the_key(tmp_path):
     with pytest.raises(ShiftkitError, match="overlap"):
         run(AgentKernelsConfig(out=str(tmp_path), train_problems=["g_ew_relu6_1024x768"]))
     assert command(AgentKernelsConfig(seeds=[0])) == "shiftkit experiment agent-kernels seeds=[0]"
+
+
+def test_learning_verdict_hand_computed_and_degenerate():
+    v = learning_verdict([0.0, -0.5, 0.25], [1.0, 0.5, 1.5])  # changes 1, 1, 1.25: mean 1.0833, sd 0.1443
+    assert v["changes"] == [1.0, 1.0, 1.25] and abs(v["sd_change"] - 0.144338) < 1e-6 and v["verdict"] == "shown"
+    assert learning_verdict([0.0, 0.0, 0.0], [1.0, 2.0, -0.1])["verdict"] == "not shown"  # one seed down
+    assert learning_verdict([0.0, 0.0, 0.0], [0.1, 2.0, 0.2])["verdict"] == "not shown"  # mean 0.77 < 2 sd 2.15
+    assert learning_verdict([0.0], [3.0])["verdict"] == "not shown"  # degenerate: one seed shows nothing
