@@ -82,6 +82,7 @@ EDGE_ROWS = 8  # ``empty``/``dense``: one last-dim row in EDGE_ROWS (at least on
 OUTLIER_LADDER = (1024.0, 256.0, 64.0, 16.0)  # outlier magnitudes in units of the row's rms, the largest admitted
 OUTLIERS_PER_ROW = 2
 SCALAR_MOVES = (1.0, 0.5, 0.25)  # Python-float inputs: fractions of the drawn log2 move, the largest admitted is used
+PARAM_SHRINK = (1 / 2, 1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64)  # a refused weight move is retried at these fractions
 PARAM_NOISE = 0.5  # weights: p + PARAM_NOISE * rms(p) * randn (rms 0, e.g. a zero bias: rms taken as 1)
 PERTURB_ELEMENTS = 8
 

@@ -439,9 +439,6 @@ _WHERE_CODE = {"output_type": "output_type", "output_layout": "output_layout", "
                "out_of_memory": "out_of_memory", "output_limit": "output_limit"}
 
 
-
-SHRINK = (1 / 2, 1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64)  # the weight moves tried where a full move is refused
-
 class _Evaluation:
     def __init__(self, p: KernelProblem, s: Solution, config: EvalConfig, res: Result):
         self.p, self.s, self.c, self.res = p, s, config, res
@@ -483,11 +480,11 @@ class _Evaluation:
         is refused, its tensors are admitted by halves (group testing, in name order: k refused tensors of n cost
         O(k log n) reference calls), by the group's rule, then the refused ones by the sign-preserving one
         (:func:`C.perturb_buffers`: a gain under a square root stays positive), then by the group's move shrunk
-        by 2, 4, ..., 64 (:data:`SHRINK`: a parameter defined on both sides of its init, ``sqrt(1 - a^2)`` at
-        a = 0.9, still moves by a few percent, far past any tolerance; redteam7 h04), so one parameter the model
+        by 2, 4, ..., 64 (:data:`C.PARAM_SHRINK`: a parameter defined on both sides of its init, ``sqrt(1 - a^2)``
+        at a = 0.9, still moves by a few percent, far past any tolerance; redteam7 h04), so one parameter the model
         cannot move keeps no other at its init (redteam6 h02); a tensor refused every way keeps its seeded init.
-        Every accepted state is one the reference was run on. Non-persistent buffers never reach the candidate (not in the state
-        dict) and are never moved."""
+        Every accepted state is one the reference was run on. Non-persistent buffers never reach the candidate
+        (not in the state dict) and are never moved."""
         import torch
 
         sd = set(model.state_dict().keys())
@@ -544,7 +541,7 @@ class _Evaluation:
             refused = admit(keys[: len(keys) // 2], new) + admit(keys[len(keys) // 2:], new) if len(keys) > 1 else keys
             if refused:
                 refused = admit(refused, signed)
-            for f in SHRINK:  # a domain bounded on both sides (sqrt(1 - a^2) at a = 0.9): a smaller move of the same draw
+            for f in C.PARAM_SHRINK:  # a domain bounded on both sides (sqrt(1 - a^2) at a = 0.9): the same draw, smaller
                 if not refused:
                     break
                 refused = admit(refused, {k: drawn[k] + f * (new[k] - drawn[k]) for k in refused})
