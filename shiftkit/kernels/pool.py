@@ -291,26 +291,27 @@ class VerdictCache:
     def get(self, job: Job) -> dict | None:
         if not self.usable(job):
             return None
+        key = job.key()
         with self._lock:
-            v = self._d.get(job.key())
+            v = self._d.get(key)
             if v is None:
                 self.misses += 1
                 return None
-            self._d.move_to_end(job.key())
+            self._d.move_to_end(key)
             self.hits += 1
             return json.loads(json.dumps(v)) | {"cached": True}
 
     def put(self, job: Job, result: dict) -> None:
         if not self.usable(job) or result.get("error"):
             return
+        key, kept = job.key(), json.loads(json.dumps(result, default=str))
         with self._lock:
-            kept = json.loads(json.dumps(result, default=str))
-            self._d[job.key()] = kept
-            self._d.move_to_end(job.key())
+            self._d[key] = kept
+            self._d.move_to_end(key)
             while len(self._d) > self.max_entries:
                 self._d.popitem(last=False)
             if self._f is not None:
-                self._f.write(json.dumps({"key": job.key(), "harness": harness_fingerprint(), "result": kept}) + "\n")
+                self._f.write(json.dumps({"key": key, "harness": harness_fingerprint(), "result": kept}) + "\n")
                 self._f.flush()
 
     def stats(self) -> dict:

@@ -296,6 +296,28 @@ def memory_order(shape: list[int], strides: list[int]) -> tuple[tuple[int, ...],
     return tuple(d for st, d in sorted(big, key=lambda t: (-t[0], t[1])) if st > 0), tuple(d for st, d in big if st == 0)
 
 
+def layout_refusal(shape: list[int], strides: list[int], view: list | None = None) -> str | None:
+    """Pure: why an output of ``shape`` laid out by ``strides`` is refused, else None (the rule of
+    :func:`strided_runs`, also the worker's early check): a stride 0 where the reference's output (``view``) has
+    none; a memory order that is neither row-major nor the reference's; elements that could overlap (sorted by
+    stride, each dimension must step past the whole extent of the ones below it)."""
+    order, zeros = memory_order(shape, strides)
+    ref = memory_order(shape, view) if view is not None and len(view) == len(shape) else None
+    if zeros and (ref is None or not set(zeros) <= set(ref[1])):
+        return "an output dimension has stride 0 (an expand() view, not a materialised output) where the reference's " \
+               "output has none"
+    if order != tuple(d for d in range(len(shape)) if shape[d] > 1 and d not in zeros) and (ref is None or order != ref[0]):
+        return (f"output strides {strides} for shape {shape} are a permuted view: the parent would do the layout work "
+                "after the clock; return the output in row-major order (padding between rows is fine) or in the "
+                "reference's own layout")
+    extent = 1  # elements spanned by the dimensions below, each stepping past the last
+    for st, n in sorted(((st, n) for n, st in zip(shape, strides) if n > 1 and st > 0)):
+        if st < extent:
+            return f"output strides {strides} for shape {shape} let elements overlap in memory"
+        extent = st * (n - 1) + extent
+    return None
+
+
 def strided_runs(shape: list[int], strides: list, itemsize: int, view: list | None = None) -> tuple[int, list[int], int]:
     """Pure: how the parent reads an output tensor the worker left strided (a padded view), from its shape and
     the strides the worker names: (span in elements, the element offsets where contiguous runs start, elements
@@ -319,22 +341,11 @@ def strided_runs(shape: list[int], strides: list, itemsize: int, view: list | No
         numel *= n
     if numel == 0:
         return 0, [], 0
-    order, zeros = memory_order(shape, strides)
-    ref = memory_order(shape, view) if view is not None and len(view) == len(shape) else None
-    if zeros and (ref is None or not set(zeros) <= set(ref[1])):
-        raise BadOutputLayout(22, "an output dimension has stride 0 (an expand() view, not a materialised output) where "
-                                  "the reference's output has none")
-    if order != tuple(d for d in range(len(shape)) if shape[d] > 1 and d not in zeros) and (ref is None or order != ref[0]):
-        raise BadOutputLayout(22, f"output strides {strides} for shape {shape} are a permuted view: the parent would do "
-                                  "the layout work after the clock; return the output in row-major order (padding "
-                                  "between rows is fine) or in the reference's own layout")
+    bad = layout_refusal(shape, strides, view)
+    if bad:
+        raise BadOutputLayout(22, bad)
     dims = sorted(((st, n) for n, st in zip(shape, strides) if n > 1 and st > 0))
-    extent = 1  # elements spanned by the dimensions below, each stepping past the last
-    for st, n in dims:
-        if st < extent:
-            raise BadOutputLayout(22, f"output strides {strides} for shape {shape} let elements overlap in memory")
-        extent = st * (n - 1) + extent
-    span = extent
+    span = 1 + sum(st * (n - 1) for st, n in dims)
     if span * itemsize > max(SPAN_FACTOR * numel * itemsize, SPAN_MIN):
         raise BadOutputLayout(22, f"an output view spans {span} elements for {numel} (strides {strides}): return a "
                                   f"denser tensor (at most {SPAN_FACTOR}x its elements)")

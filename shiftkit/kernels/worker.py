@@ -284,20 +284,12 @@ def entry(model, mode: str):
 
 
 def layout_problem(t, view: list | None = None) -> str | None:
-    """Why an output tensor is not a materialised result (a stride-0 dimension of size > 1, i.e. an
-    ``expand()`` view, where the reference's output ``view`` strides have none there; or elements overlapping in
-    memory), else None. Checked here, it can only fail the worker; the parent judges the layout itself
-    (:func:`shiftkit.kernels.shm.strided_runs`)."""
-    if t.numel() <= 1:
+    """Why an output tensor's layout is refused (:func:`shiftkit.kernels.shm.layout_refusal`, ``view`` the
+    reference output's strides), else None. Checked here, it can only fail the worker early; the parent judges
+    the layout itself (:func:`shiftkit.kernels.shm.strided_runs`)."""
+    if t.numel() <= 1 or t.is_contiguous():
         return None
-    for d, (n, st) in enumerate(zip(t.shape, t.stride())):
-        if n > 1 and st == 0 and not (view is not None and len(view) == t.dim() and view[d] == 0):
-            return f"output dim {d} has stride 0 (an expand() view, not a materialised output)"
-    span = 1 + sum((n - 1) * abs(st) for n, st in zip(t.shape, t.stride()) if st)
-    dense = 1
-    for n, st in zip(t.shape, t.stride()):
-        dense *= n if st else 1
-    return "output elements overlap in memory" if span < dense else None
+    return shm.layout_refusal(list(t.shape), list(t.stride()), view)
 
 
 def _steady_allocator() -> None:
