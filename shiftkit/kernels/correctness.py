@@ -562,16 +562,23 @@ def perturb_buffers(buffers: dict, seed: int, rel: float = PARAM_NOISE) -> dict:
 
 
 DRAWN_RESIDUES = 8  # drawn shape variants: one per non-zero residue mod 8 of the move (a tail of 1..7 elements)
+DRAWN_BLOCKS = 8  # ... and the move's 8-element blocks: 0..7 of them, distinct across the variants
 
 
-def draw_variants(defaults: dict, declared: list, seed: int, m: int = DRAWN_RESIDUES) -> list[dict]:
+def draw_variants(defaults: dict, declared: list, seed: int, m: int = DRAWN_RESIDUES,
+                  blocks: int = DRAWN_BLOCKS) -> list[dict]:
     """Pure: the shape variants the harness draws itself: every integer global that the problem's declared
     ``SHAPE_VARIANTS`` already vary (so a solution is expected to handle other values of it), moved from its
-    default by ``r`` or ``r - m`` (a random side; upwards where it would drop below 1), one variant per residue
-    ``r`` in 1..m-1, each global taking the residues in its own random order, never onto the default or a
-    declared value (that residue skipped for that global). So every global is seen at every remainder mod
-    ``m`` of its default: a kernel right only for some tails (vector widths up to ``m`` lanes) is wrong on
-    one of them (redteam6 h04, a tail bug only at COLS % 4 == 2, passed the single odd move). [] when nothing
+    default by ``t`` or ``t - M`` (a random side; the other where it would drop below 1), ``t = r + m*b``,
+    one variant per residue ``r`` in 1..m-1, each global taking the residues in its own random order, never
+    onto the default or a declared value (that residue skipped for that global). ``b``, the move's whole
+    ``m``-blocks, is drawn without replacement from 0..J (repeated in a fresh order when the variants outnumber
+    it), J = min(blocks - 1, default // (2m)), and M = m*(J+1), so both sides of a move land on the same
+    remainder mod M and no size moves by more than ~default/2 + m. So every global is seen at every remainder
+    mod ``m`` of its default, and, where J = 7, at 7 distinct remainders mod 8m in distinct blocks (every block
+    offset mod 4m at least once): a kernel right only for some tails of a vector or unroll width up to ``m``
+    lanes (redteam6 h04, a tail bug only at COLS % 4 == 2) or up to ``4m`` lanes (redteam7 h05: a 32-wide loop
+    wrong on tails of 8..24, which moves of at most 7 never reached) is wrong on one of them. [] when nothing
     qualifies; variants that would move nothing are dropped."""
     import random
 
@@ -583,14 +590,20 @@ def draw_variants(defaults: dict, declared: list, seed: int, m: int = DRAWN_RESI
         if isinstance(d, int) and not isinstance(d, bool):
             rs = list(range(1, m))
             rng.shuffle(rs)
-            order[k] = rs
+            top = max(0, min(blocks - 1, d // (2 * m)))
+            bs: list[int] = []
+            while len(bs) < m - 1:
+                pool = list(range(top + 1))
+                rng.shuffle(pool)
+                bs += pool
+            order[k] = (m * (top + 1), [r + m * b for r, b in zip(rs, bs)])
     out = []
     for i in range(m - 1):
         var = {}
-        for k, rs in order.items():
-            d, r = defaults[k], rs[i]
+        for k, (big, ts) in order.items():
+            d, t = defaults[k], ts[i]
             taken = {d} | {v[k] for v in declared if k in v}
-            sides = [r, r - m] if rng.random() < 0.5 else [r - m, r]
+            sides = [t, t - big] if rng.random() < 0.5 else [t - big, t]
             for delta in sides:
                 n = d + delta
                 if n >= 1 and n not in taken:

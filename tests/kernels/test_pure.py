@@ -658,21 +658,30 @@ def test_perturb_buffers_hand_computed_and_degenerate():
     assert h.dtype == torch.float16 and bool((h > 0).all()) and not bool((h == 1).all())
 
 
-def test_draw_variants_reach_every_remainder_mod_8():
+def test_draw_variants_reach_every_remainder_mod_8_and_every_tail_block_mod_32():
     """redteam6 h04: every global the declared variants vary is seen at every remainder mod 8 of its default
-    (one variant per residue, each global in its own order), by moves of at most 7, never onto a declared
-    value or the default, never below 1."""
+    (one variant per residue, each global in its own order), never onto a declared value or the default, never
+    below 1. redteam7 h05: the move's whole 8-blocks are distinct (0..7 where the default allows), both sides
+    of a move on the same remainder mod 64, so the tail mod 32 lands in every 8-block at least once."""
     declared = [{"batch_size": 5}, {"dim": 1001}]
     for seed in range(20):
         vs = C.draw_variants({"batch_size": 64, "dim": 2048}, declared, seed)
         assert len(vs) == 7 and all(set(v) == {"batch_size", "dim"} for v in vs)
         for k, d in (("batch_size", 64), ("dim", 2048)):
             assert sorted((v[k] - d) % 8 for v in vs) == list(range(1, 8))  # every non-zero remainder once
-            assert all(0 < abs(v[k] - d) < 8 and v[k] not in (5, 1001) for v in vs)
+            assert all(v[k] not in (5, 1001, d) and abs(v[k] - d) <= d // 2 + 8 for v in vs)
+        assert len({((v["dim"] - 2048) % 64) // 8 for v in vs}) == 7  # distinct blocks mod 64 (J = 7)
+        assert {((v["dim"] - 2048) % 32) // 8 for v in vs} == {0, 1, 2, 3}  # every tail block mod 32
+        assert len({((v["batch_size"] - 64) % 40) // 8 for v in vs}) == 5  # J = 64 // 16 = 4: blocks 0..4
+    # the h05 kernel (wrong when the tail mod 32 is 8..24 and not a multiple of 8) is wrong on some variant
+    for seed in range(50):
+        tails = [v["dim"] % 32 for v in C.draw_variants({"dim": 1024}, [{"dim": 2048}], seed)]
+        assert any(8 <= t <= 24 and t % 8 for t in tails)
     a = C.draw_variants({"batch_size": 64, "dim": 2048}, declared, 3)
     assert a == C.draw_variants({"batch_size": 64, "dim": 2048}, declared, 3)  # pure in the seed
     small = C.draw_variants({"n": 1}, [{"n": 2}], 0)
     assert all(v["n"] >= 1 and v["n"] not in (1, 2) for v in small) and len(small) == 6  # 1 + 1 = 2 is declared
+    assert all(1 <= v["n"] - 1 <= 7 for v in small)  # J = 0 for a default of 1: moves of 1..7 only
     assert C.draw_variants({"n": 4}, [], 0) == [] and C.draw_variants({"s": "a"}, [{"s": "b"}], 0) == []  # degenerate
 
 
