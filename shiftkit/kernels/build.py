@@ -58,6 +58,11 @@ for argv in spec["argvs"]:
     if code:
         os._exit(code)
 shutil.copyfile(spec["tmp"] + "/ext.so", spec["out"] + "/ext.so")
+with open(spec["out"] + "/deps.d", "w") as deps:  # every file the preprocessor opened, per unit (-MD)
+    for name in sorted(os.listdir(spec["tmp"])):
+        if name.endswith(".d"):
+            with open(spec["tmp"] + "/" + name) as f:
+                deps.write(f.read() + "\n")
 os._exit(0)
 """
 
@@ -126,9 +131,9 @@ def _toolchain() -> tuple[str, str, str]:
 def _salt(backend) -> str:
     import torch
 
-    from shiftkit.kernels import symbols  # the allowlist is part of a build's verdict
+    from shiftkit.kernels import symbols  # the allowlists (symbols; the baseline binding and the header rule, here)
 
-    allow = hashlib.sha256(Path(symbols.__file__).read_bytes()).hexdigest()[:12]
+    allow = hashlib.sha256(Path(symbols.__file__).read_bytes() + Path(__file__).read_bytes()).hexdigest()[:12]
     return f"torch={torch.__version__}|cc={_toolchain()[2]}|machine={machine_id()}|allow={allow}|v=6|" + json.dumps(
         list(backend.cflags) + list(backend.cuda_cflags))
 
@@ -249,14 +254,15 @@ def _compile_plan(spec: BuildSpec, units: list[str], src: str = "/src", tmp: str
     argvs, objs = [], []
     for i, u in enumerate(units):
         obj = f"{tmp}/unit{i}.o"
+        dep = ["-MD", "-MF", f"{tmp}/unit{i}.d"]  # last: the flag allowlist refuses every -M option of a candidate
         if u.endswith(".cu"):
             nvcc = os.path.join(getattr(ce, "CUDA_HOME", None) or "/usr/local/cuda", "bin", "nvcc")
             argvs.append([nvcc, "-c", f"{src}/{u}", "-o", obj, "--compiler-options", "-fPIC", *common, *incs,
-                          *ce.COMMON_NVCC_FLAGS, *backend.cuda_cflags, *spec.extra_cuda_cflags])
+                          *ce.COMMON_NVCC_FLAGS, *backend.cuda_cflags, *spec.extra_cuda_cflags, *dep])
         elif u.endswith(C_UNIT_EXTS):
-            argvs.append([cc, "-c", f"{src}/{u}", "-o", obj, *_language_flags(cflags, True)])
+            argvs.append([cc, "-c", f"{src}/{u}", "-o", obj, *_language_flags(cflags, True), *dep])
         else:
-            argvs.append([cxx, "-c", f"{src}/{u}", "-o", obj, *_language_flags(cflags, False)])
+            argvs.append([cxx, "-c", f"{src}/{u}", "-o", obj, *_language_flags(cflags, False), *dep])
         objs.append(obj)
     argvs.append([cxx, *objs, "-shared", *ldflags, "-o", f"{tmp}/ext.so"])
     return argvs
@@ -305,17 +311,61 @@ def run_build(spec: BuildSpec, units: list[str], src: Path, out: Path, timeout_s
     return proc.returncode, (err or b"")[-2000:].decode(errors="replace") + log, timed_out
 
 
+def parse_depfile(text: str) -> list[str]:
+    """Pure: the prerequisites of every rule in a make depfile (``-MD`` output: ``obj: a b \\`` continued lines,
+    ``\\ `` an escaped space, ``$$`` a dollar), targets dropped, in order, without repeats."""
+    out: dict[str, None] = {}
+    for rule in re.split(r"(?<!\\)\n", text.replace("\\\n", " ")):
+        head, sep, tail = rule.partition(": ")
+        if not sep:
+            continue
+        for tok in re.findall(r"(?:\\.|[^\s\\])+", tail):
+            out.setdefault(re.sub(r"\\(.)", r"\1", tok).replace("$$", "$"), None)
+    return list(out)
+
+
+def torch_kernel_headers(deps: list[str], include_root: str, allowed: frozenset = frozenset()) -> list[str]:
+    """Pure: the headers of ``deps`` that are torch's op kernels (under ``include_root``/ATen/native/, named
+    relative to the root), less ``allowed`` (those the public headers themselves pull in). Torch's kernels
+    instantiated from its headers run in the candidate's own artefact, where the sampling counts them as the
+    candidate's: so they may not enter a build, as their compiled symbols may not be linked."""
+    root = os.path.normpath(include_root) + "/"
+    bad = []
+    for d in deps:
+        n = os.path.normpath(d)
+        if n.startswith(root) and n[len(root):].startswith("ATen/native/") and n[len(root):] not in allowed:
+            bad.append(n[len(root):])
+    return sorted(set(bad))
+
+
+def _torch_include_root() -> str:
+    import torch.utils.cpp_extension as ce
+
+    return os.path.normpath(ce.include_paths()[0])
+
+
+# the public headers a binding may include (the vector API, TensorIterator and its old native path, parallel
+# loops): the torch kernel headers they pull in themselves (ATen/native/Math.h's scalar special functions, the
+# complex helpers) are allowed, as the vector math they back is (Sleef, libm); any other ATen/native header is not
+PUBLIC_HEADERS = ("ATen/cpu/vec/vec.h", "ATen/cpu/vec/functional.h", "ATen/TensorIterator.h",
+                  "ATen/native/TensorIterator.h", "ATen/Parallel.h")
+
 _BASELINE: dict[str, frozenset] = {}
 BASELINE_SPEC = BuildSpec(name="sk_baseline", kind="torch", backend="cpu", functions=["ident"],
-                          sources={"cpp_sources.cpp": (
+                          sources={"cpp_sources.cpp": "".join(f"#include <{h}>\n" for h in PUBLIC_HEADERS) + (
                               # the public API's inline helpers an honest binding uses (at::parallel_for,
-                              # at::parallel_reduce): whatever they make the linker name is allowed to every binding
+                              # at::parallel_reduce, a TensorIterator loop): whatever they make the linker name is
+                              # allowed to every binding
                               "torch::Tensor ident(torch::Tensor x) {\n"
                               "  auto y = x.contiguous();\n"
                               "  at::parallel_for(0, y.numel(), 1 << 14, [&](int64_t b, int64_t e) { (void)b; (void)e; });\n"
                               "  double s = at::parallel_reduce(0, y.numel(), 1 << 14, 0.0, [&](int64_t b, int64_t e, double a) {\n"
                               "    return a + double(e - b); }, [](double a, double b) { return a + b; });\n"
                               "  (void)s;\n"
+                              # TensorIterator's loop over the candidate's own lambda (redteam7 hn15)
+                              "  auto out = at::empty_like(y);\n"
+                              "  auto it = at::TensorIteratorConfig().add_output(out).add_const_input(y).build();\n"
+                              "  it.for_each([](char** d, const int64_t* st, int64_t n) { (void)d; (void)st; (void)n; });\n"
                               "  return y;\n"
                               "}\n")})
 
@@ -329,7 +379,15 @@ def torch_baseline_imports(cache: Path, timeout_s: float, isolate: bool) -> froz
             raise RuntimeError("the harness's baseline torch binding did not build: "
                                + "; ".join(e.message for e in r.errors)[:300])
         _BASELINE[key] = frozenset(json.loads((Path(r.so_path).parent / "imports.json").read_text()))
+        _BASELINE[key + "|headers"] = frozenset(json.loads((Path(r.so_path).parent / "headers.json").read_text()))
     return _BASELINE[key]
+
+
+def torch_baseline_headers(cache: Path, timeout_s: float, isolate: bool) -> frozenset:
+    """The torch kernel headers the public headers pull in (:data:`PUBLIC_HEADERS`, read from the baseline
+    binding's own depfile): allowed to every build."""
+    torch_baseline_imports(cache, timeout_s, isolate)
+    return _BASELINE[str(cache) + "|headers"]
 
 
 _RUNTIME: dict[str, frozenset] = {}
@@ -430,11 +488,21 @@ def build(spec: BuildSpec, cache_dir: str | Path | None = None, timeout_s: float
                     info, forbidden = _check_artefact(so, spec.kind, cache, timeout_s, isolate, _baseline)
                 except AnalysisFailed as e:
                     errors = [CompileError(None, None, f"the built artefact could not be analysed: {e}")]
+                if not errors:
+                    deps = parse_depfile(_read_text(bdir / "out" / "deps.d"))
+                    allowed = frozenset() if _baseline else torch_baseline_headers(cache, timeout_s, isolate)
+                    heads = torch_kernel_headers(deps, _torch_include_root(), allowed)
+                    if _baseline:
+                        info["headers"] = heads
+                    elif heads:
+                        forbidden = [f"#include <{h}>" for h in heads] + forbidden
                 if forbidden:
-                    errors = [CompileError(None, None, "links symbols outside the allowlist: " + ", ".join(forbidden[:12]))]
+                    errors = [CompileError(None, None, "links symbols or includes torch kernel headers outside the "
+                                           "allowlist: " + ", ".join(forbidden[:12]))]
         ok = not errors
         if ok and _baseline:
             (bdir / "out" / "imports.json").write_text(json.dumps(info.get("undefined", [])))
+            (bdir / "out" / "headers.json").write_text(json.dumps(info.get("headers", [])))
         res = BuildResult(ok=ok, key=key, name=spec.name, kind=spec.kind, so_path=so if ok else None, errors=errors,
                           seconds=time.perf_counter() - t0, log_tail=log[-4000:], sha256=file_sha256(so) if ok else None,
                           protos=info.get("protos", {}) if ok else {}, returns=info.get("returns", {}) if ok else {},
@@ -449,6 +517,14 @@ def build(spec: BuildSpec, cache_dir: str | Path | None = None, timeout_s: float
         os.replace(tmp, done)
     prune(cache, keep=key)
     return res
+
+
+def _read_text(p: Path, limit: int = 8 << 20) -> str:
+    try:
+        with open(p, "rb") as f:
+            return f.read(limit).decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def prune(cache: Path, max_bytes: int = DEFAULT_CACHE_CAP, keep: str = "") -> None:

@@ -582,8 +582,9 @@ class _Evaluation:
             return True
         for b in self.builds:
             if b.forbidden:
-                self.add(Finding("forbidden_symbol", f"{b.name}: the built extension imports symbols outside the allowlist "
-                                 f"(compute below the dispatcher, vendor BLAS, dynamic loading, the Python C API, ...): "
+                self.add(Finding("forbidden_symbol", f"{b.name}: the built extension imports symbols or includes torch kernel headers "
+                                 f"outside the allowlist (compute below the dispatcher, torch's ATen/native kernels, "
+                                 f"vendor BLAS, dynamic loading, the Python C API, ...): "
                                  + ", ".join(b.forbidden[:12]), "error", "link"))
             for e in b.errors:
                 if e.message.startswith("build flag"):
@@ -838,7 +839,7 @@ class _Evaluation:
 
     def _drawn_variants(self) -> list[dict]:
         """Rounds on shapes the harness draws itself (:func:`C.draw_variants`: the globals the declared
-        variants vary, moved from the secret to every remainder mod 8 of their defaults), each only where
+        variants vary, moved from the secret to every remainder mod 8 of their defaults, in distinct 8-blocks), each only where
         ``get_init_inputs`` does not change under it, the inputs' shapes do, and the reference runs on them."""
         p = self.p
         declared = p.shape_variants

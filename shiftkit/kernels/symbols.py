@@ -275,8 +275,7 @@ _OPS_RE = re.compile(r"^at::_ops::(\w+?)(?:_(?:memory_format|int|Tensor|names|di
 _TORCH_OK = re.compile(
     r"^(?:c10::(?!Dispatcher::|impl::OperatorEntry|OperatorHandle)|caffe2::TypeMeta|at::TensorBase::|at::Tensor::(?:print|toString)"
     r"|at::(?:get_num_threads|get_thread_num|in_parallel_region|init_num_threads|internal::(?:lazy_init_num_threads|"
-    r"invoke_parallel|_parallel_run|GRAIN_SIZE))|at::(?:TensorIteratorBase::|TensorIterator::)(?!.*(?:binary|unary|reduce|"
-    r"for_each|cast))|at::RecordFunction|at::NoGradGuard|at::AutoDispatchBelow|at::check|at::checkDim|at::checkSize"
+    r"invoke_parallel|_parallel_run|GRAIN_SIZE))|at::TensorIterator(?:Base|Config)?(?:::|$)|at::RecordFunction|at::NoGradGuard|at::AutoDispatchBelow|at::check|at::checkDim|at::checkSize"
     r"|at::(?:CPUGeneratorImpl|detail::getDefaultCPUGenerator)|at::ScalarTypeToString|at::toString|torch::autograd::"
     r"|at::TensorMaker::make_tensor\(|at::(?:from_blob|for_blob)\("  # a tensor over memory the kernel owns
     r"|torch::wrap_pybind_function|pybind11::|THP\w*|torch::utils::"

@@ -372,6 +372,20 @@ def test_honest_torch_binding_passes(torch_binding_build, sol):
     assert not [f for f in r.findings if f.severity == "error"]
 
 
+@pytest.mark.slow
+def test_torch_kernel_headers_are_refused_and_tensoriterator_passes(torch_binding_build):
+    """redteam7 h07: torch's log-softmax loop instantiated from an ATen/native header imports nothing the link
+    allowlist refuses; the build's depfile names the header (forbidden_symbol). redteam7 hn15: a TensorIterator
+    loop over the binding's own arithmetic (public header, the baseline binding's imports) passes."""
+    torch_binding_build.result(timeout=900)
+    r = run(SOL / "aten_native_header.py", "softmax_rows_wide", compile_timeout_s=600.0)
+    rejected(r, {"forbidden_symbol"})
+    assert "ATen/native/cpu/LogSoftmaxKernelImpl.h" in " ".join(f.message for f in r.findings), r.reason
+    r = run(HON / "tensoriterator_loop.py", "elu_rand", compile_timeout_s=600.0)
+    assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
+    assert not [f for f in r.findings if f.severity == "error"]
+
+
 def test_plan_admits_the_domain_transforms_and_perturbs_weights():
     """No worker: the planned rounds. A Python-float leaf no longer drops every transform (the fp32 vs fp64
     admission check uses the leaf's budget); integer, offset, tie and drawn-shape rounds are planned where

@@ -7,7 +7,8 @@ too wide or too narrow fails); the build tests compile small lean libraries (abo
 import pytest
 
 from shiftkit.kernels import symbols
-from shiftkit.kernels.build import _compile_plan, _language_flags, _salt, _toolchain, build, runtime_imports
+from shiftkit.kernels.build import (_compile_plan, _language_flags, _salt, _toolchain, build, parse_depfile, runtime_imports,
+                                    torch_kernel_headers)
 from shiftkit.kernels.backends import get_backend
 from shiftkit.kernels.specs import BuildSpec, spec_from_load_c
 
@@ -123,6 +124,48 @@ def test_operator_registration_is_allowed_the_dispatchers_lookup_is_not():
     assert symbols.forbidden_imports(list(REG_OK), "torch", REG_OK) == []
     assert symbols.forbidden_imports(list(REG_DENIED), "torch", REG_DENIED) == sorted(REG_DENIED.values())
     assert symbols.forbidden_imports(list(REG_OK), "c", REG_OK) == sorted(REG_OK.values())  # lean: no torch at all
+
+
+TI = {"_ZN2at18TensorIteratorBase8for_eachE": "at::TensorIteratorBase::for_each(c10::function_ref<void (char**, long "
+        "const*, long, long)>, long)", "_ZN2at22TensorIteratorConfig5buildEv": "at::TensorIteratorConfig::build()",
+      "_ZTIN2at14TensorIteratorE": "typeinfo for at::TensorIterator"}
+TI_DENIED = {"_ZN2at6native3fooE": "at::native::foo(at::Tensor const&)", "_ZN2at3cpu2mmE": "at::cpu::mm(at::Tensor "
+             "const&, at::Tensor const&)", "_ZN2at22TensorIteratorFooE": "at::TensorIteratorFoo::bar()"}
+
+
+def test_tensoriterator_is_a_class_below_it_torch_kernels_are_not():
+    """redteam7 hn15: TensorIterator (its config, its for_each over the binding's own lambda) is torch's loop
+    framework, allowed as a class; its time in libtorch is torch's in the sampling. Kernels are not."""
+    assert symbols.forbidden_imports(list(TI), "torch", TI) == []
+    assert symbols.forbidden_imports(list(TI_DENIED), "torch", TI_DENIED) == sorted(TI_DENIED.values())
+
+
+def test_depfile_names_every_header_and_torch_kernel_headers_are_found():
+    """redteam7 h07: torch's kernels are refused where they enter a build, by header as by symbol. The depfile
+    (-MD, the compiler's own account of every file it opened) is parsed by hand-computed rules: continued
+    lines, escaped spaces, $$, several rules, targets dropped."""
+    text = ("/tmp/b/unit0.o: /src/cpp_sources.cpp /r/inc/ATen/native/Math.h \\\n"
+            " /r/inc/ATen/native/cpu/My\\ Kernel.h /src/a$$b.h\n\n/tmp/b/unit1.o: /src/b.c /r/inc/ATen/Parallel.h"
+            " /r/inc/ATen/native/Math.h\n")
+    deps = parse_depfile(text)
+    assert deps == ["/src/cpp_sources.cpp", "/r/inc/ATen/native/Math.h", "/r/inc/ATen/native/cpu/My Kernel.h",
+                    "/src/a$b.h", "/src/b.c", "/r/inc/ATen/Parallel.h"]
+    assert torch_kernel_headers(deps, "/r/inc") == ["ATen/native/Math.h", "ATen/native/cpu/My Kernel.h"]
+    assert torch_kernel_headers(deps, "/r/inc/", frozenset({"ATen/native/Math.h"})) == ["ATen/native/cpu/My Kernel.h"]
+    assert torch_kernel_headers(["/r/inc/ATen/native/../native/cpu/K.h"], "/r/inc") == ["ATen/native/cpu/K.h"]
+    assert torch_kernel_headers(["/src/ATen/native/cpu/K.h"], "/r/inc") == []  # the candidate's own file
+    assert parse_depfile("") == [] and torch_kernel_headers([], "/r/inc") == []  # degenerate
+
+
+def test_every_unit_writes_its_depfile_and_a_candidate_cannot_redirect_it():
+    from shiftkit.kernels import static
+
+    spec = BuildSpec(name="m", kind="c", backend="cpu", sources={"a.c": "", "b.cpp": ""})
+    plan = _compile_plan(spec, ["a.c", "b.cpp"])
+    for i, argv in enumerate(plan[:2]):
+        assert argv[-3:] == ["-MD", "-MF", f"/tmp/b/unit{i}.d"]
+    assert static.disallowed_flags(["-MMD", "-MD", "-MF", "-MT", "-M", "-MG", "-MP"]) == ["-MMD", "-MD", "-MF", "-MT",
+                                                                                         "-M", "-MG", "-MP"]
 
 
 # ----------------------------------------------------------------------------- C units are compiled as C
