@@ -218,16 +218,28 @@ def run_job(job: Job, base: EvalConfig | None = None) -> dict:
 # ----------------------------------------------------------------------------- the verdict cache
 
 def harness_fingerprint() -> str:
-    """A hash of the kernel environment's own sources (``shiftkit/kernels/**/*.py`` and its C/C++ files):
-    a verdict kept on disk is reused only by the harness that gave it."""
+    """A hash of what a verdict depends on besides the job: the kernel environment's own sources
+    (``shiftkit/kernels/**/*.py`` and its C/C++ files) and :func:`verdict_context` (torch, the compiler, the
+    machine). A verdict kept on disk is reused only by the same harness on the same stack."""
     global _FINGERPRINT
     if _FINGERPRINT is None:
         root = Path(__file__).resolve().parent
-        h = hashlib.sha256()
+        h = hashlib.sha256(verdict_context().encode() + b"\0")
         for f in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".py", ".c", ".cc", ".cpp", ".h")):
             h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
         _FINGERPRINT = h.hexdigest()[:16]
     return _FINGERPRINT
+
+
+def verdict_context() -> str:
+    """The stack a verdict was measured on: torch's version (its eager and compiled baselines, its headers), the
+    compiler, and the machine (CPU model and count: ``-march=native`` builds and every timing)."""
+    import torch
+
+    from shiftkit.kernels.backends import machine_id
+    from shiftkit.kernels.build import _toolchain
+
+    return f"torch={torch.__version__}|cc={_toolchain()[2]}|machine={machine_id()}"
 
 
 _FINGERPRINT: str | None = None

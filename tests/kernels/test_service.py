@@ -88,10 +88,16 @@ def test_verdict_cache_file_keeps_verdicts_across_restarts_for_the_same_harness(
     assert "torn last line" in capsys.readouterr().err and c.stats()["loaded"] == 2
     c.put(make_job(PROBLEM, CORRECT + "  ", "verify"), {"reward": -1.0})
     assert [json.loads(x)["result"]["reward"] for x in f.read_text().splitlines()] == [1.0, 2.0, -1.0]
-    # another harness's verdicts are not reused
+    # another harness's verdicts are not reused; nor the same sources' on another torch
     monkeypatch.setattr(pool, "_FINGERPRINT", "0" * 16)
     d = VerdictCache(cache_timing=True, path=str(f))
     assert d.get(v) is None and d.stats()["other_harness"] == 3
+    monkeypatch.setattr(pool, "_FINGERPRINT", None)
+    here = pool.harness_fingerprint()
+    monkeypatch.setattr(pool, "_FINGERPRINT", None)
+    monkeypatch.setattr(pool, "verdict_context", lambda: "torch=0.0|cc=x|machine=y")
+    assert pool.harness_fingerprint() != here
+    monkeypatch.setattr(pool, "_FINGERPRINT", here)
     # a bad line in the middle is an error naming the file and line
     lines = f.read_text().splitlines()
     f.write_text("\n".join([lines[0], "{not json", *lines[1:]]) + "\n")
