@@ -46,15 +46,34 @@ def _module_bindings(tree: ast.Module) -> dict[str, ast.AST]:
     """Module-level names, in statement order: an assignment binds, ``NAME += expr`` appends to the binding
     (``SRC += "..."``, redteam7 hn14). The source is built from these; the worker builds at runtime only what
     was extracted, so a binding that differs at runtime fails the load, never builds something else."""
-    env: dict[str, ast.AST] = {}
-    for node in tree.body:
+    return _sequential_bindings(tree.body, {})
+
+
+def _bound_now(value: ast.AST, env: dict[str, ast.AST]) -> ast.AST:
+    """``value`` with every name already bound in ``env`` replaced by its bound expression: what the statement
+    evaluates when it runs, so ``SRC = textwrap.dedent(SRC)`` reads the previous ``SRC`` (redteam8 hn17)."""
+    import copy
+
+    class _Sub(ast.NodeTransformer):
+        def visit_Name(self, n):
+            return env[n.id] if isinstance(n.ctx, ast.Load) and n.id in env else n
+
+    return _Sub().visit(copy.deepcopy(value))
+
+
+def _sequential_bindings(body: list, outer: dict[str, ast.AST]) -> dict[str, ast.AST]:
+    """The names a block of statements run in order binds (a module's or a class body's), over ``outer``: an
+    assignment binds its value as evaluated then (:func:`_bound_now`), ``NAME += expr`` appends to the binding
+    (``SRC += "..."``, redteam7 hn14)."""
+    env: dict[str, ast.AST] = dict(outer)
+    for node in body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            env[node.targets[0].id] = node.value
+            env[node.targets[0].id] = _bound_now(node.value, env)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            env[node.target.id] = node.value
+            env[node.target.id] = _bound_now(node.value, env)
         elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name) \
                 and node.target.id in env:
-            env[node.target.id] = ast.BinOp(left=env[node.target.id], op=ast.Add(), right=node.value)
+            env[node.target.id] = ast.BinOp(left=env[node.target.id], op=ast.Add(), right=_bound_now(node.value, env))
     return env
 
 
@@ -168,6 +187,21 @@ def _as_list(v: Any) -> list:
     return [v] if isinstance(v, str) else list(v)
 
 
+def _flags(v: Any) -> list:
+    """A flag list as the compiler receives it: torch's ``load_inline`` writes each entry into its ninja file's
+    command line joined by spaces, so ``"-O3 -march=native"`` is two flags there (redteam8 hn20); split by the
+    shell's rules (an entry the shell cannot split stays whole, and the allowlist judges it)."""
+    import shlex
+
+    out = []
+    for f in _as_list(v):
+        try:
+            out += shlex.split(f) if isinstance(f, str) else [f]
+        except ValueError:
+            out.append(f)
+    return out
+
+
 def spec_from_load_inline(kw: dict[str, Any], backend: str) -> BuildSpec:
     """The BuildSpec for a ``load_inline(**kw)`` call (also used at runtime in the worker)."""
     cpp = "\n".join(_as_list(kw.get("cpp_sources")))
@@ -180,8 +214,8 @@ def spec_from_load_inline(kw: dict[str, Any], backend: str) -> BuildSpec:
         fns = list(fns)
     return BuildSpec(name=str(kw.get("name", "ext")), kind="torch", backend=("cuda" if cuda.strip() else backend),
                      sources=srcs, functions=_as_list(fns) or None,
-                     extra_cflags=_as_list(kw.get("extra_cflags")), extra_cuda_cflags=_as_list(kw.get("extra_cuda_cflags")),
-                     extra_ldflags=_as_list(kw.get("extra_ldflags")))
+                     extra_cflags=_flags(kw.get("extra_cflags")), extra_cuda_cflags=_flags(kw.get("extra_cuda_cflags")),
+                     extra_ldflags=_flags(kw.get("extra_ldflags")))
 
 
 def spec_from_load_c(kw: dict[str, Any], backend: str = "cpu") -> BuildSpec:
@@ -189,7 +223,7 @@ def spec_from_load_c(kw: dict[str, Any], backend: str = "cpu") -> BuildSpec:
     if srcs is None:
         srcs = {"source.cpp": kw.get("source", "")}
     return BuildSpec(name=str(kw.get("name", "ext")), kind="c", backend=backend, sources=dict(srcs),
-                     extra_cflags=_as_list(kw.get("extra_cflags")), extra_ldflags=_as_list(kw.get("extra_ldflags")))
+                     extra_cflags=_flags(kw.get("extra_cflags")), extra_ldflags=_flags(kw.get("extra_ldflags")))
 
 
 _LOAD_INLINE_POS = ["name", "cpp_sources", "cuda_sources", "sycl_sources", "functions", "extra_cflags",
@@ -206,6 +240,7 @@ def extract_specs(src: str, backend: str = "cpu") -> tuple[list[BuildSpec], list
     env = _module_bindings(tree)
     scope: dict[int, dict[str, ast.AST]] = {}  # a call's enclosing function's bindings over the module's
     owner: dict[int, ast.AST] = {}  # a call's innermost enclosing function
+    _in_order(tree.body, {}, scope)
     for fn in ast.walk(tree):
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             local = {**env, **_function_bindings(fn)}
@@ -240,6 +275,22 @@ def extract_specs(src: str, backend: str = "cpu") -> tuple[list[BuildSpec], list
                 seen.add(spec.key())
                 specs.append(spec)
     return specs, findings
+
+
+def _in_order(body: list, outer: dict[str, ast.AST], scope: dict) -> None:
+    """A call in a block that runs in order (the module, a class body, redteam8 hn18) sees the names bound
+    before its statement (``A = load_c(source=SRC)`` then ``SRC = ...`` builds the first ``SRC``, redteam8
+    hn17); a class body also sees the module's names bound before it. Functions run later: their calls are
+    scoped by :func:`extract_specs` (over the module's final names)."""
+    env = dict(outer)
+    for stmt in body:
+        if isinstance(stmt, ast.ClassDef):
+            _in_order(stmt.body, env, scope)
+        elif not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for n in ast.walk(stmt):
+                if isinstance(n, ast.Call):
+                    scope[id(n)] = env
+        env = _sequential_bindings([stmt], env)
 
 
 _IGNORED_KW = ("verbose", "with_cuda", "build_directory", "is_python_module", "with_pytorch_error_handling", "use_pch",

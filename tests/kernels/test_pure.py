@@ -832,6 +832,29 @@ def test_sources_through_a_helper_augmented_and_split_after_redteam7():
     assert got == [] and [f.code for f in findings] == ["dynamic_sources"]
 
 
+def test_sources_rebound_in_order_in_a_class_body_and_flag_strings_after_redteam8():
+    """redteam8 hn17 (``SRC = textwrap.dedent(SRC)``: the right side reads the previous binding), hn18 (the source
+    and the load_c call in the class body, which runs in order over the module's names), hn20 (one flag string
+    ``"-O3 -march=native"``: torch's ninja line splits it, so the spec does too)."""
+    from shiftkit.kernels import specs
+
+    src = ("import textwrap\nimport torch.nn as nn\nfrom shiftkit.kernels.runtime import load_c\n"
+           "SRC = '\\n    int a;\\n'\nSRC = textwrap.dedent(SRC)\nA = load_c(name='a', source=SRC)\nSRC = 'int z;'\n"
+           "class ModelNew(nn.Module):\n    K = 'int k;'\n    K = K + ' int j;'\n"
+           "    lib = load_c(name='k', source=K, extra_cflags=['-O3 -march=native'])\n"
+           "    def forward(self, x):\n        return x\n")
+    got, findings = specs.extract_specs(src)
+    assert findings == [], findings
+    by = {sp.name: (sp.sources["source.cpp"], sp.extra_cflags) for sp in got}
+    assert by == {"a": ("\nint a;\n", []), "k": ("int k; int j;", ["-O3", "-march=native"])}, by
+    assert specs.spec_from_load_inline({"name": "x", "extra_cflags": ["-O3 -DX='a b'"]}, "cpu").extra_cflags == \
+        ["-O3", "-DX=a b"]  # the shell's rules: the quoted value stays one flag (the allowlist then refuses it)
+    bad = ("from shiftkit.kernels.runtime import load_c\nclass M:\n    S = 'int a;'\n"
+           "    def f(self):\n        return load_c(name='m', source=S)\n")  # a method does not see the class's S
+    got, findings = specs.extract_specs(bad)
+    assert got == [] and [f.code for f in findings] == ["dynamic_sources"]
+
+
 def test_flags_after_redteam6():
     ok = ["-DEPS=1e-5", "-DALPHA=-0.5", "-fcf-protection=none"]
     assert static.disallowed_flags(ok) == []
