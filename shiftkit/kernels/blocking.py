@@ -36,6 +36,7 @@ ALLOWED_ATEN = frozenset({
     "is_same_size", "_local_scalar_dense", "is_nonzero", "storage_offset", "_has_compatible_shallow_copy_type",
     # data movement / layout
     "clone", "copy_", "contiguous", "_copy_from", "_copy_from_and_resize", "set_",
+    "_to_copy", "to", "_to_dtype",  # a dtype conversion (`.float()`, `.to(torch.int32)`), as copy_ converts (redteam8 hn12)
 })
 
 

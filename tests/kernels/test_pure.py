@@ -439,6 +439,22 @@ def test_blocking_allowlist():
     assert not is_allowed("aten", "relu") and not is_allowed("aten", "mm") and not is_allowed("prims", "add")
 
 
+def test_blocker_allows_dtype_conversion_as_data_movement():
+    """redteam8 hn12/hn14: ``w.float()`` and ``pos.to(torch.int32)`` in forward are conversions (``aten._to_copy``),
+    as ``copy_`` into another dtype is; arithmetic still raises, naming the op."""
+    import torch
+
+    from shiftkit.kernels.blocking import BlockedOpError, make_blocker
+
+    h, i = torch.ones(4, dtype=torch.float16), torch.arange(4)
+    with make_blocker() as b:
+        assert h.float().dtype == torch.float32 and i.to(torch.int32).dtype == torch.int32
+        assert h.to(torch.float64).dtype == torch.float64 and i.double().dtype == torch.float64
+        with pytest.raises(BlockedOpError, match="aten.add"):
+            h + 1
+    assert dict(b.violations) == {"aten.add": 1}
+
+
 def test_reply_header_schema():
     from shiftkit.kernels.sandbox import header_problem
 
