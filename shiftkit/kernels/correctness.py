@@ -300,7 +300,27 @@ def transform(inputs: list, name: str, seed: int, factor: float | None = None) -
             return type(x)(tr(v) for v in x)
         return x
 
-    return [tr(v) for v in inputs]
+    return [keep_sorted(v, tr(v)) for v in inputs]
+
+
+def keep_sorted(orig, new):
+    """Pure: ``new`` sorted along the last dim wherever ``orig`` is a real floating tensor that is (monotone
+    there: bucket boundaries, positions, a grid), in the same direction. A sorted input is a domain invariant, as the integer redraw
+    keeps it: a sign flip or a redrawn element would hand the reference an input it is not defined on
+    (``torch.bucketize`` on unsorted boundaries answers anything) and reject an honest kernel (redteam8 hn10).
+    Lists and tuples element by element; anything else as ``new`` is."""
+    import torch
+
+    if isinstance(orig, torch.Tensor) and isinstance(new, torch.Tensor):
+        if orig.is_floating_point() and new.shape == orig.shape and new.numel():
+            if _sorted_last(orig):
+                return torch.sort(new, dim=-1).values
+            if _sorted_last(-orig):
+                return torch.sort(new, dim=-1, descending=True).values
+        return new
+    if isinstance(orig, (list, tuple)) and isinstance(new, (list, tuple)) and len(orig) == len(new):
+        return type(new)(keep_sorted(a, b) for a, b in zip(orig, new))
+    return new
 
 
 def discrete_targets(inputs: Any) -> list[int]:
@@ -441,7 +461,7 @@ def redraw(inputs: list, target: int, variant: str, seed: int) -> list:
             return {key: tr(v) for key, v in x.items()}
         return x
 
-    return [tr(v) for v in inputs]
+    return [keep_sorted(v, tr(v)) for v in inputs]
 
 
 def scalar_targets(inputs: Any) -> list[int]:
@@ -485,7 +505,7 @@ def rescale_scalar(inputs: list, target: int, seed: int, frac: float = 1.0) -> l
             return {key: tr(v) for key, v in x.items()}
         return x
 
-    return [tr(v) for v in inputs]
+    return [keep_sorted(v, tr(v)) for v in inputs]
 
 
 def outliers(x, g, factor: float, k: int = OUTLIERS_PER_ROW):
@@ -637,7 +657,7 @@ def perturb(inputs: list, fresh: list, seed: int, n: int = PERTURB_ELEMENTS) -> 
             return type(x)(tr(a, b) for a, b in zip(x, f))
         return x
 
-    return [tr(a, b) for a, b in zip(inputs, fresh)]
+    return [keep_sorted(a, tr(a, b)) for a, b in zip(inputs, fresh)]
 
 
 def leaf_dtype_of(*trees: Any) -> str:

@@ -375,3 +375,27 @@ def test_plan_holds_a_float_leaf_to_the_precision_the_reference_computed(tmp_pat
     ev = _ev(no64)
     ev.plan()
     assert ev.leaf_dtype == {"out": "bfloat16"}, ev.leaf_dtype  # no float64 twin: the widest input dtype
+
+
+def test_sorted_float_inputs_stay_sorted_under_every_transform():
+    """redteam8 hn10: a sorted float input (bucketize's boundaries) negated or near-repeated was unsorted, where
+    the reference answers anything; every transform and the near-repeat keep a monotone last dim monotone, in
+    its direction; unsorted inputs are moved as before."""
+    b = torch.linspace(-3, 3, 17)
+    x = torch.randn(4, 33)
+    down = torch.linspace(2, -2, 9)
+    for name in C.TRANSFORMS:
+        for f in C.ladder(name, [x, b])[:1]:
+            tb, tx, td = C.transform([b, x, down], name, 7, f)
+            assert bool((tb[1:] >= tb[:-1]).all()), name
+            assert bool((td[1:] <= td[:-1]).all()), name
+            if name not in ("int_wide",):  # an unsorted input: the transform's own values, unsorted
+                assert not bool((tx[..., 1:] >= tx[..., :-1]).all())
+    neg = C.transform([b], "negate", 0)[0]
+    assert torch.equal(neg, torch.sort(-b).values) and torch.equal(C.transform([x], "negate", 0)[0], -x)  # hand values
+    p = C.perturb([b, x], [torch.linspace(-1, 5, 17), torch.randn(4, 33)], 3)
+    assert bool((p[0][1:] >= p[0][:-1]).all()) and not torch.equal(p[0], b)
+    z = torch.zeros(0)
+    assert C.keep_sorted([b], [z])[0] is z  # degenerate: shapes differ, untouched
+    e = torch.zeros(0)
+    assert C.keep_sorted(e, e) is e and C.keep_sorted(3, 4) == 4
