@@ -461,7 +461,7 @@ def redraw(inputs: list, target: int, variant: str, seed: int) -> list:
             return {key: tr(v) for key, v in x.items()}
         return x
 
-    return [keep_sorted(v, tr(v)) for v in inputs]
+    return [tr(v) for v in inputs]
 
 
 def scalar_targets(inputs: Any) -> list[int]:
@@ -505,7 +505,7 @@ def rescale_scalar(inputs: list, target: int, seed: int, frac: float = 1.0) -> l
             return {key: tr(v) for key, v in x.items()}
         return x
 
-    return [keep_sorted(v, tr(v)) for v in inputs]
+    return [tr(v) for v in inputs]
 
 
 def outliers(x, g, factor: float, k: int = OUTLIERS_PER_ROW):
