@@ -483,8 +483,8 @@ class _Evaluation:
         by 2, 4, ..., 64 (:data:`C.PARAM_SHRINK`: a parameter defined on both sides of its init, ``sqrt(1 - a^2)``
         at a = 0.9, still moves by a few percent, far past any tolerance; redteam7 h04), so one parameter the model
         cannot move keeps no other at its init (redteam6 h02); a tensor refused every way keeps its seeded init.
-        Every accepted state is one the reference was run on. Non-persistent buffers never reach the candidate
-        (not in the state dict) and are never moved."""
+        Every accepted state is one the reference was run on. Integer buffers are redrawn (below). Non-persistent
+        buffers never reach the candidate (not in the state dict) and are never moved."""
         import torch
 
         sd = set(model.state_dict().keys())
@@ -545,6 +545,29 @@ class _Evaluation:
                 if not refused:
                     break
                 refused = admit(refused, {k: drawn[k] + f * (new[k] - drawn[k]) for k in refused})
+        # integer buffers (an index map, a permutation: redteam8 h05 assumed its formula) are data too: each is
+        # redrawn within the domain its values show (C.redraw_tensor: a permutation permuted, a sorted one sorted,
+        # else within its [min, max]), the first variant on which the reference stays defined; bool buffers are a
+        # mask's support, structure like the zeros a floating mask keeps (docs/kernels.md, Known gaps)
+        ints = {k: v for k, v in model.named_buffers() if k in sd and not (v.is_floating_point() or v.is_complex())
+                and v.dtype != torch.bool and v.numel() > 1}
+        if ints and x is None:
+            x = _to(self.p.inputs(self.seed("trial", 0)), self.device)
+            try:
+                with torch.no_grad():
+                    before = _cpu(model(*x))
+            except Exception:  # noqa: BLE001 - the reference fails unperturbed: nothing to keep defined
+                return model
+        for i, k in enumerate(sorted(ints)):
+            v = ints[k]
+            old = v.detach().clone()
+            for variant in C.redraw_variants(old):
+                with torch.no_grad():
+                    v.copy_(C.redraw_tensor(old.cpu(), variant, self.seed("weights", 100 + i)).to(v.device))
+                if defined():
+                    break
+                with torch.no_grad():
+                    v.copy_(old)
         return model
 
     # -- bookkeeping

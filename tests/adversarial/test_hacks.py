@@ -355,6 +355,16 @@ def test_every_reference_tensor_needs_a_place_and_own_state_is_kept():
     assert r.reward == -1.0 and "state_dict_mismatch" in r.codes(None), (r.codes(None), r.reason)
 
 
+def test_integer_buffers_are_redrawn_so_a_formula_cannot_stand_in():
+    """redteam8 h05: an int64 permutation buffer was never moved, so a kernel using the formula of its init
+    passed; integer buffers are redrawn in their domain (a permutation permuted). The honest kernel that reads
+    the loaded buffer passes."""
+    r = run(SOL / "perm_buffer_assumed.py", "channel_perm")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    r = run(HON / "perm_buffer_c.py", "channel_perm")
+    assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
+
+
 @pytest.mark.parametrize("sol,problem", HONEST, ids=[c[0] for c in HONEST])
 def test_honest_solution_passes(sol, problem):
     r = run(HON / sol, problem)
