@@ -225,7 +225,7 @@ def applies(name: str, inputs: Any) -> bool:
     excluded; the others: floating/complex tensors; ``ties`` and ``shift``: real floating tensors.)"""
     if name == "int_wide":
         return has_int(inputs)
-    if name in ("ties", "shift", "outlier"):
+    if name == "ties":
         return any(t.is_floating_point() for t in _tensors(inputs))
     return has_float(inputs)
 
@@ -272,9 +272,10 @@ def transform(inputs: list, name: str, seed: int, factor: float | None = None) -
             info = torch.iinfo(x.dtype)
             return (x.to(torch.int64) + sign() * int_offset(x.dtype)).clamp(info.min, info.max).to(x.dtype)
         if isinstance(x, torch.Tensor) and name == "outlier":
-            return outliers(x, g, OUTLIER_LADDER[0] if factor is None else factor) if x.is_floating_point() else x
+            return outliers(x, g, OUTLIER_LADDER[0] if factor is None else factor) \
+                if x.is_floating_point() or x.is_complex() else x
         if isinstance(x, torch.Tensor) and name in ("shift", "ties"):
-            if not x.is_floating_point() or x.numel() == 0:
+            if not (x.is_floating_point() or (x.is_complex() and name == "shift")) or x.numel() == 0:
                 return x
             s = scale_of(x)
             if name == "shift":
@@ -513,22 +514,27 @@ def outliers(x, g, factor: float, k: int = OUTLIERS_PER_ROW):
     set to ``s * q``: ``q`` the power of two nearest ``factor`` times the row's rms (of its finite values; 1 for
     an all-zero row), capped at half the dtype's largest finite value, ``s`` a random sign. A few values that
     dominate their row: a max taken over a sample or a prefix, a sum that assumes O(1) elements, a scale taken
-    from the first block, are wrong. 0-d and empty tensors are returned as they are."""
+    from the first block, are wrong. Complex tensors (redteam8 h07: a row max over the first block of |z|)
+    take the magnitude with a random phase. 0-d and empty tensors are returned as they are."""
     import torch
 
     if x.dim() == 0 or x.numel() == 0:
         return x
     n = x.shape[-1]
-    rows = x.detach().reshape(-1, n).double()
+    cplx = x.is_complex()
+    rows = x.detach().reshape(-1, n).to(torch.complex128 if cplx else torch.float64)
     fin = torch.isfinite(rows)
     z = torch.where(fin, rows, torch.zeros_like(rows))
-    rms = (z.pow(2).sum(1) / fin.sum(1).clamp(min=1)).sqrt()
+    rms = (z.abs().pow(2).sum(1) / fin.sum(1).clamp(min=1)).sqrt()
     rms = torch.where(rms > 0, rms, torch.ones_like(rms))
-    cap = 2.0 ** math.floor(math.log2(torch.finfo(x.dtype).max / 2))
+    real = getattr(torch, _REAL_OF.get(str(x.dtype).replace("torch.", ""), str(x.dtype).replace("torch.", "")))
+    cap = 2.0 ** math.floor(math.log2(torch.finfo(real).max / 2))
     mag = torch.exp2(torch.round(torch.log2(factor * rms))).clamp(max=cap)
     m = min(k, n)
     pos = torch.rand(rows.shape, generator=g).argsort(dim=1)[:, :m]
     sgn = (torch.randint(0, 2, (rows.shape[0], m), generator=g) * 2 - 1).double()
+    if cplx:  # a random phase: a magnitude that dominates its row, whichever part a kernel looks at
+        sgn = torch.polar(torch.ones_like(sgn), torch.rand(sgn.shape, generator=g, dtype=torch.float64) * 2 * math.pi)
     out = rows.scatter(1, pos, mag[:, None] * sgn)
     return out.to(x.dtype).reshape(x.shape)
 

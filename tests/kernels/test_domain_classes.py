@@ -399,3 +399,21 @@ def test_sorted_float_inputs_stay_sorted_under_every_transform():
     assert C.keep_sorted([b], [z])[0] is z  # degenerate: shapes differ, untouched
     e = torch.zeros(0)
     assert C.keep_sorted(e, e) is e and C.keep_sorted(3, 4) == 4
+
+
+def test_complex_inputs_get_outliers_and_offsets():
+    """redteam8 h07: a softmax of |z| shifted by the max of the first 256 columns passed, because the outlier
+    and shift rounds skipped complex tensors. Now: two elements per row set to the power of two nearest
+    factor x the row's rms of |z| (rms 2 here: 2 * 16 = 32), at a random phase; shift adds a real offset."""
+    z = torch.full((3, 300), 2.0 + 0.0j, dtype=torch.complex64)
+    o = C.transform([z], "outlier", 1, 16.0)[0]
+    assert o.dtype == torch.complex64 and o.shape == z.shape
+    big = o.abs() > 3
+    assert big.sum(1).tolist() == [2, 2, 2] and torch.allclose(o.abs()[big], torch.full((6,), 32.0))
+    assert o[big].imag.abs().max() > 1  # a phase, not only the real axis
+    assert torch.equal(o[~big], z[~big])
+    s = C.transform([z], "shift", 1, 4.0)[0]
+    assert torch.allclose((s - z).abs(), torch.full(z.shape, 8.0))  # 4 x rms 2, one sign per tensor
+    assert C.applies("outlier", [z]) and C.applies("shift", [z]) and not C.applies("ties", [z])
+    e = torch.zeros(0, dtype=torch.complex64)
+    assert C.transform([e], "outlier", 1)[0].numel() == 0  # degenerate

@@ -609,7 +609,7 @@ def test_shift_transform_hand_computed_and_degenerate():
     ints = torch.tensor([1, 2])
     assert torch.equal(C.transform([ints], "shift", 1)[0], ints)  # integers untouched
     assert C.ladder("shift", [x]) == C.SHIFT_LADDER and list(C.SHIFT_LADDER) == sorted(C.SHIFT_LADDER, reverse=True)
-    assert not C.applies("shift", [torch.ones(2, dtype=torch.complex64)])
+    assert C.applies("shift", [torch.ones(2, dtype=torch.complex64)])  # complex too since redteam8 h07
 
 
 def test_ties_transform_hand_computed_and_degenerate():
