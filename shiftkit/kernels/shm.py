@@ -82,6 +82,41 @@ def layout(x: Any, off: int = 0) -> tuple[Any, int]:
     raise TypeError(f"unsupported value of type {type(x).__name__} in problem inputs or outputs")
 
 
+def output_aliases(out: Any, inputs: Any) -> list[bool]:
+    """Pure: per tensor leaf of ``out`` (in :func:`leaves` order), does its storage overlap the storage of a
+    tensor of ``inputs``? (The reference's output is then a view of its inputs: its candidate may be one too.)"""
+    import torch
+
+    def tensors(x):
+        if isinstance(x, torch.Tensor):
+            yield x
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                yield from tensors(v)
+        elif isinstance(x, dict):
+            for k in sorted(x):
+                yield from tensors(x[k])
+
+    def span(t):
+        st = t.untyped_storage()
+        return st.data_ptr(), st.data_ptr() + st.nbytes()
+
+    ins = [span(t) for t in tensors(inputs) if t.untyped_storage().nbytes()]
+    return [any(lo < hi2 and lo2 < hi for lo2, hi2 in ins) for t in tensors(out)
+            for lo, hi in [span(t)]]
+
+
+def mark_aliases(lay: Any, flags: list[bool]) -> Any:
+    """A copy of the layout ``lay`` with ``"alias": True`` on the tensor leaves ``flags`` marks (leaves order)."""
+    import copy
+
+    out = copy.deepcopy(lay)
+    for lv, f in zip(leaves(out), flags):
+        if f:
+            lv["alias"] = True
+    return out
+
+
 def leaves(lay: Any) -> list[dict]:
     """Pure: the tensor leaves of a layout in traversal order."""
     if lay["t"] == "tensor":
@@ -383,7 +418,11 @@ def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
     (one address per tensor leaf, in :func:`leaves` order; as many bytes as the layout's shape and dtype say).
     ``values``: the worker's JSON values for ``value`` leaves, in order. RemoteReadError if the reply's
     addresses do not match the layout or the memory cannot be read. ``skip``: address ranges exempt from the
-    written-page check (the parent's input region as the worker maps it); None: no check. ``strides``: per
+    written-page check (the parent's input region as the worker maps it), only for leaves marked ``alias``
+    (the reference's own output aliases its inputs there: :func:`mark_aliases`); every other leaf must lie in
+    pages the worker wrote, so an output that is a view of the inputs (a concatenation of adjacent inputs, a
+    strided downsample, a private copy-on-write map of the input memfd: redteam8 h01-h03) does none of the
+    work the reference does and is refused (``output_unwritten``); None: no check. ``strides``: per
     tensor leaf, None (contiguous) or the strides of a view the worker left as it is: the parent reads the
     view's span and takes the elements itself (:func:`strided_runs`), and checks the pages holding them."""
     import torch
@@ -404,6 +443,8 @@ def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
     pieces: list[tuple[int, int, int]] = []
     strided_pages: set[int] = set()
     views: list[tuple] = []  # (span buffer, output, strides): the elements taken after the read
+    own: set[int] = set()  # buffers of leaves the reference computes (not "alias"): no input page exempt
+    own_pages: set[int] = set()  # ... and the pages of such leaves read as views
 
     def rd(lv):
         t = lv["t"]
@@ -416,10 +457,14 @@ def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
                 span, starts, run = strided_runs(list(lv["shape"]), st, out.element_size(), lv.get("view"))
                 buf = torch.empty(span, dtype=out.dtype)
                 pieces.append((a, buf.data_ptr(), span * out.element_size()))
-                strided_pages.update(run_pages(a, starts, run, out.element_size()))
+                pages = run_pages(a, starts, run, out.element_size())
+                strided_pages.update(pages if lv.get("alias") else ())
+                own_pages.update(() if lv.get("alias") else pages)
                 views.append((buf, out, st))
             elif nb:
                 pieces.append((a, out.data_ptr(), nb))
+                if not lv.get("alias"):
+                    own.add(out.data_ptr())
             return out
         if t in ("list", "tuple"):
             items = [rd(v) for v in lv["items"]]
@@ -431,7 +476,9 @@ def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
     res = rd(lay)
     if skip is not None:
         dense = [p for p in pieces if not any(p[1] == v[0].data_ptr() for v in views)]
-        bad, n = unwritten_pages(pid, dense, skip, extra=strided_pages)
+        bad, n = unwritten_pages(pid, [p for p in dense if p[1] not in own], skip, extra=strided_pages)
+        bad_own, n_own = unwritten_pages(pid, [p for p in dense if p[1] in own], (), extra=own_pages)
+        bad, n = bad + bad_own, n + n_own
         if bad:
             raise UnwrittenOutput(61, f"{bad} of the {n} memory pages of the outputs were not written by the worker "
                                       "(never touched, the shared zero page, or memory it did not write this run): "

@@ -355,6 +355,16 @@ def test_every_reference_tensor_needs_a_place_and_own_state_is_kept():
     assert r.reward == -1.0 and "state_dict_mismatch" in r.codes(None), (r.codes(None), r.reason)
 
 
+def test_an_output_may_alias_the_inputs_only_where_the_references_does():
+    """redteam8 h01-h03: an output that is a view of the parent-written inputs (a strided downsample gathered by
+    the parent's read after the clock) did none of the reference's work; input pages are exempt from the
+    written-page proof only for an output leaf the reference itself returns as a view of its inputs."""
+    r = run(SOL / "strided_input_view.py", "downsample_cols")
+    assert r.reward == -1.0 and "output_unwritten" in r.codes(None), (r.codes(None), r.reason)
+    r = run(HON / "narrow_view_alias.py", "narrow_view")
+    assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
+
+
 def test_integer_buffers_are_redrawn_so_a_formula_cannot_stand_in():
     """redteam8 h05: an int64 permutation buffer was never moved, so a kernel using the formula of its init
     passed; integer buffers are redrawn in their domain (a permutation permuted). The honest kernel that reads

@@ -93,3 +93,18 @@ def test_pagemap_entries_one_reader_with_named_bits():
     assert not perf.clean_file_pages(os.getpid(), addr, addr + shm.PAGE)  # a written anonymous page
     assert not perf.clean_file_pages(-1, page, page + shm.PAGE)  # unreadable: fails closed
     m.close()
+
+
+def test_output_aliases_by_storage_overlap_and_marked_per_leaf():
+    """Which reference output leaves are views of the inputs (redteam8 h01-h03): storage overlap, per leaf."""
+    import torch
+
+    from shiftkit.kernels import shm
+
+    x, y = torch.randn(4, 6), torch.randn(3)
+    out = (x[:, ::2], x + 1, {"b": y.view(3, 1)}, torch.empty(0))
+    assert shm.output_aliases(out, [x, y]) == [True, False, True, False]
+    assert shm.output_aliases(x.clone(), [x]) == [False] and shm.output_aliases(x, []) == [False]  # degenerate
+    lay, _ = shm.layout((x[:, ::2], x + 1))
+    marked = shm.mark_aliases(lay, [True, False])
+    assert [lv.get("alias") for lv in shm.leaves(marked)] == [True, None] and "alias" not in str(lay)
