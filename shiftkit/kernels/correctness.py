@@ -334,14 +334,15 @@ def redraw_variants(t) -> tuple[str, ...]:
     """Pure: the :func:`redraw` variants of a discrete tensor, in the order the plan tries them (the first on
     which the reference is well defined is kept); int64 tensors also get ``far`` (a round of its own). Integers
     whose values are all distinct and not sorted (a permutation, distinct indices) are permuted first: their
-    domain, as the values show it, has no repeats (a scatter onto repeated indices is not even deterministic)."""
+    domain, as the values show it, has no repeats (a scatter onto repeated indices is not even deterministic).
+    ``below`` comes last: it moves only a constant tensor, which the others leave as it is."""
     import torch
 
     if t.dtype == torch.bool:
         return REDRAW_VARIANTS["bool"]
     if t.numel() >= 2 and t.dim() >= 1 and not _sorted_last(t) and int(torch.unique(t).numel()) == t.numel():
-        return tuple(reversed(REDRAW_VARIANTS["int"]))
-    return REDRAW_VARIANTS["int"]
+        return tuple(reversed(REDRAW_VARIANTS["int"])) + ("below",)
+    return REDRAW_VARIANTS["int"] + ("below",)
 
 
 def extra_variants(t) -> tuple[tuple[str, ...], ...]:
@@ -369,7 +370,8 @@ def redraw_tensor(x, variant: str, seed: int):
     integers: ``range`` - uniform within the original's [min, max]; where the original is non-decreasing along
     its last dim (offsets, boundaries) the draw is sorted along it and starts, row by row, at the original's
     first element (so offsets stay valid offsets); ``shuffle`` - every last-dim row permuted (the row keeps its
-    values: no zero divisor appears where there was none); ``far`` (int64 only) - ``x + s * (2^53 + r)``, ``r``
+    values: no zero divisor appears where there was none); ``below`` - a constant tensor of ``c >= 2`` (every
+    length the full length, redteam8 h09) drawn uniformly in [1, c], anything else as it is; ``far`` (int64 only) - ``x + s * (2^53 + r)``, ``r``
     uniform in [0, 2^32) per element: beyond the integers fp64 holds exactly (either sign), with random low 32 bits whose
     order is not the values' order (an fp64 or a low-word computation is wrong; one common offset would keep
     every low word's order), the sign ``s`` chosen so that nothing overflows (else ``x`` unchanged); ``full``
@@ -430,6 +432,12 @@ def redraw_tensor(x, variant: str, seed: int):
         if _sorted_last(x.to(torch.int64)):
             out = out.sort(dim=-1).values
         return out.to(x.dtype)
+    if variant == "below":  # a constant count (every length the full length): counts from 1 up to it
+        c = int(x.min())
+        if c != int(x.max()) or c < 2:
+            return x
+        u = torch.rand(x.shape, generator=g, dtype=torch.float64)
+        return (1 + (u * c).floor().to(torch.int64).clamp(max=c - 1)).to(x.dtype)
     if variant != "range":
         raise ValueError(f"unknown redraw variant {variant!r} for integers")
     lo, hi = int(x.min()), int(x.max())

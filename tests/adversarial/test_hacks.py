@@ -365,6 +365,15 @@ def test_an_output_may_alias_the_inputs_only_where_the_references_does():
     assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
 
 
+def test_a_constant_count_input_is_varied():
+    """redteam8 h09: lengths that are always the full length were never varied (a constant discrete input), so
+    a kernel ignoring them passed; the ``below`` redraw moves them. The kernel that reads them passes."""
+    r = run(SOL / "lengths_ignored.py", "lengths_mean")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    r = run(HON / "lengths_mean_c.py", "lengths_mean")
+    assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
+
+
 def test_integer_buffers_are_redrawn_so_a_formula_cannot_stand_in():
     """redteam8 h05: an int64 permutation buffer was never moved, so a kernel using the formula of its init
     passed; integer buffers are redrawn in their domain (a permutation permuted). The honest kernel that reads

@@ -120,10 +120,23 @@ def test_redraw_int64_far_hand_computed():
 
 def test_redraw_variant_order_follows_the_values():
     assert C.redraw_variants(torch.ones(3, dtype=torch.bool)) == ("density", "row", "shuffle")
-    assert C.redraw_variants(torch.tensor([3, 1, 3, 2])) == ("range", "shuffle")  # repeats: a fresh draw first
-    assert C.redraw_variants(torch.tensor([3, 0, 2, 1])) == ("shuffle", "range")  # a permutation stays one
-    assert C.redraw_variants(torch.tensor([0, 1, 2, 3])) == ("range", "shuffle")  # sorted: redrawn sorted
-    assert C.redraw_variants(torch.tensor([5])) == ("range", "shuffle")
+    assert C.redraw_variants(torch.tensor([3, 1, 3, 2])) == ("range", "shuffle", "below")  # repeats: a fresh draw first
+    assert C.redraw_variants(torch.tensor([3, 0, 2, 1])) == ("shuffle", "range", "below")  # a permutation stays one
+    assert C.redraw_variants(torch.tensor([0, 1, 2, 3])) == ("range", "shuffle", "below")  # sorted: redrawn sorted
+    assert C.redraw_variants(torch.tensor([5])) == ("range", "shuffle", "below")
+
+
+def test_a_constant_count_is_drawn_below_it():
+    """redteam8 h09: every length the full length (a constant int input) was never varied, so a kernel ignoring
+    the lengths passed; ``below`` draws a constant c >= 2 in [1, c]; range and shuffle leave it as it is."""
+    full = torch.full((64,), 512, dtype=torch.int64)
+    d = C.redraw_tensor(full, "below", 3)
+    assert d.dtype == torch.int64 and int(d.min()) >= 1 and int(d.max()) <= 512 and len(torch.unique(d)) > 32
+    assert torch.equal(C.redraw_tensor(full, "range", 3), full) and torch.equal(C.redraw_tensor(full, "shuffle", 3), full)
+    assert torch.equal(C.redraw_tensor(torch.tensor([3, 1, 2]), "below", 3), torch.tensor([3, 1, 2]))  # not constant
+    one = torch.ones(4, dtype=torch.int32)
+    assert torch.equal(C.redraw_tensor(one, "below", 3), one)  # c = 1: nothing below to draw (degenerate)
+    assert torch.equal(C.redraw_tensor(torch.full((2,), 2), "below", 0).clamp(1, 2), C.redraw_tensor(torch.full((2,), 2), "below", 0))
 
 
 def test_redraw_targets_one_tensor_and_is_pure():
