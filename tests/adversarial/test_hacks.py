@@ -353,6 +353,8 @@ def test_every_reference_tensor_needs_a_place_and_own_state_is_kept():
     assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
     r = run(SOL / "drops_reference_bias.py", "gain_bias")
     assert r.reward == -1.0 and "state_dict_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    r = run(HON / "gain_bias_renamed.py", "gain_bias")  # redteam8 hn15: renamed, same shapes in order
+    assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
 
 
 def test_an_output_may_alias_the_inputs_only_where_the_references_does():

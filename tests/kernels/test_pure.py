@@ -903,3 +903,17 @@ def test_input_region_is_matched_by_device_and_inode(tmp_path):
         assert input_ranges(st, str(fake)) == [(0x7F0000000000, 0x7F0000002000)]
     finally:
         os.close(fd)
+
+
+def test_positional_state_only_where_shapes_match_in_order():
+    """redteam8 hn15: parameters renamed are loaded by position, only where count, shapes and dtypes match."""
+    from shiftkit.kernels.worker import positional_state
+
+    ref = {"proj.weight": torch.ones(3, 2), "proj.bias": torch.zeros(3)}
+    assert positional_state(ref, {"proj.weight": torch.empty(3, 2), "proj.bias": torch.empty(3), "scratch": torch.empty(1)}) is ref
+    got = positional_state(ref, {"w": torch.empty(3, 2), "b": torch.empty(3)})
+    assert list(got) == ["w", "b"] and got["w"] is ref["proj.weight"] and got["b"] is ref["proj.bias"]
+    assert positional_state(ref, {"b": torch.empty(3), "w": torch.empty(3, 2)}) is ref  # another order: by name
+    assert positional_state(ref, {"w": torch.empty(3, 2)}) is ref  # one missing: the load names it
+    assert positional_state(ref, {"w": torch.empty(3, 2, dtype=torch.float64), "b": torch.empty(3)}) is ref
+    assert positional_state({}, {}) == {}  # degenerate
