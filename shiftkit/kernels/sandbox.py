@@ -566,12 +566,15 @@ class Worker:
 
     def outputs(self, out_lay, header: dict):
         """The round's outputs, read by the parent from the frozen worker's memory at the addresses its reply
-        names (as many bytes as ``out_lay`` says); a reply whose addresses do not fit is a protocol violation."""
+        names (as many bytes as ``out_lay`` says); a reply whose addresses do not fit is a protocol violation.
+        A candidate's outputs are then overwritten with the parent's pattern (:func:`shm.poison_memory`), so
+        nothing of this round's output survives into the next."""
         if not self.frozen:
             raise RuntimeError("outputs are read only while the tree is frozen")
         try:
             return shm.read_remote(self.pid, out_lay, header.get("addrs") or [], header.get("values") or [],
-                                   skip=self._input_ranges(), strides=header.get("strides"))
+                                   skip=self._input_ranges(), strides=header.get("strides"),
+                                   poison=self.setup_mode == "candidate")
         except shm.UnwrittenOutput as e:
             self.kill()
             raise WorkerFailure("output_unwritten", str(e), self.log_tail()) from None

@@ -211,25 +211,29 @@ _IOV_MAX = 1024
 _vm = None
 
 
-def _process_vm_readv():
+def _process_vm_readv(name: str = "process_vm_readv"):
     global _vm
     if _vm is None:
+        _vm = {}
+    if name not in _vm:
         libc = ctypes.CDLL(None, use_errno=True)
-        f = libc.process_vm_readv
+        f = getattr(libc, name)
         f.restype = ctypes.c_ssize_t
         f.argtypes = [ctypes.c_int, ctypes.POINTER(_IOVec), ctypes.c_ulong, ctypes.POINTER(_IOVec), ctypes.c_ulong,
                       ctypes.c_ulong]
-        _vm = f
-    return _vm
+        _vm[name] = f
+    return _vm[name]
 
 
 class RemoteReadError(OSError):
     """An output could not be read from the worker's memory (a bad address in its reply, or refused)."""
 
 
-def vm_read(pid: int, pieces: list[tuple[int, int, int]]) -> None:
-    """Copy ``(remote address, local address, bytes)`` pieces out of process ``pid`` (whole pieces or an error)."""
-    f = _process_vm_readv()
+def vm_read(pid: int, pieces: list[tuple[int, int, int]], write: bool = False) -> None:
+    """Copy ``(remote address, local address, bytes)`` pieces out of process ``pid`` (whole pieces or an error);
+    ``write``: into it instead (``process_vm_writev``)."""
+    name = "process_vm_writev" if write else "process_vm_readv"
+    f = _process_vm_readv(name)
     for i in range(0, len(pieces), _IOV_MAX):
         batch = [p for p in pieces[i:i + _IOV_MAX] if p[2] > 0]
         while batch:
@@ -240,12 +244,13 @@ def vm_read(pid: int, pieces: list[tuple[int, int, int]]) -> None:
             got = f(pid, loc, n, rem, n, 0)
             if got < 0:
                 e = ctypes.get_errno()
-                raise RemoteReadError(e, f"process_vm_readv(pid {pid}): {os.strerror(e)}")
+                raise RemoteReadError(e, f"{name}(pid {pid}): {os.strerror(e)}")
             want = sum(p[2] for p in batch)
             if got == want:
                 break
             if got == 0:
-                raise RemoteReadError(14, f"process_vm_readv(pid {pid}): output memory at {batch[0][0]:#x} is not readable")
+                raise RemoteReadError(14, f"{name}(pid {pid}): output memory at {batch[0][0]:#x} is not "
+                                          f"{'writable' if write else 'readable'}")
             rest = []  # a partial read stops at a piece boundary or inside one: continue after what arrived
             for ra, la, nb in batch:
                 if got >= nb:
@@ -413,7 +418,7 @@ def run_pages(addr: int, starts, run: int, itemsize: int) -> set[int]:
 
 
 def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
-                skip: list[tuple[int, int]] | None = None, strides: list | None = None) -> Any:
+                skip: list[tuple[int, int]] | None = None, strides: list | None = None, poison: bool = False) -> Any:
     """A private copy of the structure ``lay`` describes, its tensors read from process ``pid`` at ``addrs``
     (one address per tensor leaf, in :func:`leaves` order; as many bytes as the layout's shape and dtype say).
     ``values``: the worker's JSON values for ``value`` leaves, in order. RemoteReadError if the reply's
@@ -424,7 +429,8 @@ def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
     strided downsample, a private copy-on-write map of the input memfd: redteam8 h01-h03) does none of the
     work the reference does and is refused (``output_unwritten``); None: no check. ``strides``: per
     tensor leaf, None (contiguous) or the strides of a view the worker left as it is: the parent reads the
-    view's span and takes the elements itself (:func:`strided_runs`), and checks the pages holding them."""
+    view's span and takes the elements itself (:func:`strided_runs`), and checks the pages holding them.
+    ``poison``: then overwrite every leaf not marked ``alias`` (its span) with :func:`poison_memory`."""
     import torch
 
     n_leaves = len(leaves(lay))
@@ -444,6 +450,7 @@ def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
     strided_pages: set[int] = set()
     views: list[tuple] = []  # (span buffer, output, strides): the elements taken after the read
     own: set[int] = set()  # buffers of leaves the reference computes (not "alias"): no input page exempt
+    computed: list[tuple[int, int]] = []  # (remote address, bytes) of those leaves: what poison() overwrites
     own_pages: set[int] = set()  # ... and the pages of such leaves read as views
 
     def rd(lv):
@@ -457,6 +464,8 @@ def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
                 span, starts, run = strided_runs(list(lv["shape"]), st, out.element_size(), lv.get("view"))
                 buf = torch.empty(span, dtype=out.dtype)
                 pieces.append((a, buf.data_ptr(), span * out.element_size()))
+                if not lv.get("alias"):
+                    computed.append((a, span * out.element_size()))
                 pages = run_pages(a, starts, run, out.element_size())
                 strided_pages.update(pages if lv.get("alias") else ())
                 own_pages.update(() if lv.get("alias") else pages)
@@ -465,6 +474,7 @@ def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
                 pieces.append((a, out.data_ptr(), nb))
                 if not lv.get("alias"):
                     own.add(out.data_ptr())
+                    computed.append((a, nb))
             return out
         if t in ("list", "tuple"):
             items = [rd(v) for v in lv["items"]]
@@ -486,7 +496,29 @@ def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
     vm_read(pid, pieces)
     for buf, out, st in views:
         out.copy_(buf.as_strided(out.shape, st))
+    if poison:
+        poison_memory(pid, computed)
     return res
+
+
+_POISON = bytearray()
+_POISON_WORD = 64  # bytes of the pattern: drawn once per parent process, never sent to a worker
+
+
+def poison_memory(pid: int, spans: list[tuple[int, int]]) -> None:
+    """Overwrite ``(remote address, bytes)`` spans of process ``pid`` with a random pattern (``process_vm_writev``):
+    the memory of outputs the parent has just read. A kernel that keeps its output in a persistent buffer and
+    writes only part of it each round (the zeros of a triangle written once, redteam8 h08; redteam6 h03) finds
+    the pattern, not its old values, in the rest: every round's output is computed in its round. Memory that
+    cannot be written (made read-only after one write) is a :class:`RemoteReadError`."""
+    global _POISON
+    need = max((nb for _, nb in spans), default=0)
+    if len(_POISON) < need:
+        word = _POISON[:_POISON_WORD] if _POISON else bytearray(os.urandom(_POISON_WORD))
+        _POISON = (word * (-(-need // _POISON_WORD)))
+    src = (ctypes.c_char * len(_POISON)).from_buffer(_POISON) if _POISON else None
+    base = ctypes.addressof(src) if src is not None else 0
+    vm_read(pid, [(ra, base, nb) for ra, nb in spans if nb > 0], write=True)
 
 
 def vm_read_problem() -> str:

@@ -367,6 +367,16 @@ def test_an_output_may_alias_the_inputs_only_where_the_references_does():
     assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
 
 
+def test_outputs_are_overwritten_after_each_read():
+    """redteam8 h08 (redteam6 h03): zeros written once into a persistent output buffer, only the data part
+    written later; every page is still written each round. The parent overwrites each output it read with its
+    own pattern, so the stale part is wrong the next round; a persistent buffer written whole passes."""
+    r = run(SOL / "persistent_zeros_once.py", "triu_square")
+    assert r.reward == -1.0 and {"output_mismatch", "timed_output_mismatch"} & set(r.codes(None)), (r.codes(None), r.reason)
+    r = run(HON / "triu_persistent_c.py", "triu_square")
+    assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
+
+
 def test_a_constant_count_input_is_varied():
     """redteam8 h09: lengths that are always the full length were never varied (a constant discrete input), so
     a kernel ignoring them passed; the ``below`` redraw moves them. The kernel that reads them passes."""

@@ -7,6 +7,8 @@ file-page or shared-anon, 56 exclusively mapped); the process test reads a real 
 import mmap
 import os
 
+import pytest
+
 from shiftkit.kernels import shm
 
 P, S, F, X = 1 << 63, 1 << 62, 1 << 61, 1 << 56
@@ -108,3 +110,38 @@ def test_output_aliases_by_storage_overlap_and_marked_per_leaf():
     lay, _ = shm.layout((x[:, ::2], x + 1))
     marked = shm.mark_aliases(lay, [True, False])
     assert [lv.get("alias") for lv in shm.leaves(marked)] == [True, None] and "alias" not in str(lay)
+
+
+def test_poison_overwrites_a_childs_memory_with_the_pattern_and_refuses_read_only():
+    """The parent's pattern replaces a child's output bytes (process_vm_writev), exactly the spans named; the
+    pattern is random bytes; memory made read-only cannot take it (RemoteReadError)."""
+    import ctypes
+
+    ps = shm.PAGE
+    m = mmap.mmap(-1, 2 * ps, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    base = ctypes.addressof((ctypes.c_char * (2 * ps)).from_buffer(m))
+    r, w = os.pipe()
+    r2, w2 = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        m[:] = b"\x00" * (2 * ps)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mprotect(ctypes.c_void_p(base + ps), ctypes.c_size_t(ps), 1)  # the second page read-only
+        os.write(w, b"k")
+        os.read(r2, 1)
+        os._exit(0)
+    try:
+        assert os.read(r, 1) == b"k"
+        shm.poison_memory(pid, [(base + 8, 100), (base + 200, 0)])
+        got = (ctypes.c_char * 200)()
+        shm.vm_read(pid, [(base, ctypes.addressof(got), 200)])
+        pat = bytes(shm._POISON[:shm._POISON_WORD])
+        assert got.raw[:8] == b"\x00" * 8 and got.raw[8:108] == (pat * 2)[:100] and got.raw[108:] == b"\x00" * 92
+        assert len(set(pat)) > 8  # random bytes, not a constant
+        with pytest.raises(shm.RemoteReadError, match="not writable|Bad address"):
+            shm.poison_memory(pid, [(base + ps, 16)])
+    finally:
+        os.write(w2, b"q")
+        os.waitpid(pid, 0)
+        for fd in (r, w, r2, w2):
+            os.close(fd)
