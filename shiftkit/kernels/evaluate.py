@@ -710,6 +710,7 @@ class _Evaluation:
         if not w.candidate_files and w.setup_mode != "candidate":
             if not h.get("ok"):
                 raise RuntimeError(f"the {w.setup_mode} baseline failed on {where}: {str(h.get('error', ''))[-1500:]}")
+            w.poison(out_lay, h)  # not read (the reference's), overwritten as a candidate's are: the same state
             return rr, None  # a baseline's outputs are the reference's: not read
         if h.get("violations"):
             ops = ", ".join(f"{k} x{n}" for k, n in sorted(h["violations"].items()))

@@ -584,6 +584,17 @@ class Worker:
         except shm.RemoteReadError as e:
             raise self._violation(f"the worker's reply names output memory the parent cannot read: {e}") from None
 
+    def poison(self, out_lay, header: dict) -> None:
+        """A baseline's outputs overwritten like a candidate's (:func:`shm.poison_memory`), though never read: every
+        party's output memory is in the same state (written by the parent, out of the clock) when its next round
+        starts. Memory that cannot be written is left as it is (a baseline is the harness's own code)."""
+        if not self.frozen:
+            raise RuntimeError("outputs are overwritten only while the tree is frozen")
+        try:
+            shm.poison_memory(self.pid, shm.output_spans(out_lay, header.get("addrs") or [], header.get("strides")))
+        except shm.RemoteReadError:
+            pass
+
     def _input_ranges(self) -> list[tuple[int, int]]:
         """Where the worker maps the parent's input region: mappings of the memfd's (device, inode). While the
         parent holds the memfd open no other file has that pair, so a file the worker makes with the same inode

@@ -501,6 +501,36 @@ def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
     return res
 
 
+def output_spans(lay: Any, addrs: list, strides: list | None = None) -> list[tuple[int, int]]:
+    """Pure: ``(remote address, bytes)`` of every tensor leaf of ``lay`` not marked ``alias``, at ``addrs`` (a
+    strided leaf: its span, :func:`strided_runs`); a leaf whose address or strides do not fit is left out."""
+    out = []
+    sts = strides if isinstance(strides, list) else [None] * len(addrs)
+    for lv, a, st in zip(leaves(lay), addrs, sts):
+        if lv.get("alias") or not isinstance(a, int):
+            continue
+        n = 1
+        for d in lv["shape"]:
+            n *= d
+        try:
+            import torch
+
+            size = getattr(torch, lv["dtype"]).itemsize
+        except (AttributeError, TypeError):
+            size = 0
+        if not n or not size:
+            continue
+        if st is None:
+            out.append((a, n * size))
+            continue
+        try:
+            span, _, _ = strided_runs(list(lv["shape"]), st, size, lv.get("view"))
+        except (BadOutputLayout, TypeError, ValueError):
+            continue
+        out.append((a, span * size))
+    return out
+
+
 _POISON = bytearray()
 _POISON_WORD = 64  # bytes of the pattern: drawn once per parent process, never sent to a worker
 

@@ -145,3 +145,13 @@ def test_poison_overwrites_a_childs_memory_with_the_pattern_and_refuses_read_onl
         os.waitpid(pid, 0)
         for fd in (r, w, r2, w2):
             os.close(fd)
+
+
+def test_output_spans_per_leaf_less_aliases():
+    import torch
+
+    lay, _ = shm.layout((torch.zeros(4, 6), torch.zeros(3, dtype=torch.float64), torch.zeros(0), torch.zeros(2, 2)))
+    lay = shm.mark_aliases(lay, [False, False, False, True])
+    assert shm.output_spans(lay, [100, 200, 300, 400]) == [(100, 96), (200, 24)]
+    assert shm.output_spans(lay, [100, 200, 300, 400], [[12, 1], None, None, None])[0] == (100, (3 * 12 + 6) * 4)
+    assert shm.output_spans(lay, ["x", 200, 300, 400]) == [(200, 24)] and shm.output_spans({"t": "value", "v": 1}, []) == []
