@@ -741,8 +741,8 @@ class _Evaluation:
         rounds = []
         with torch.no_grad():
             x0 = _to(p.inputs(self.seed("trial", 0)), self.device)
-            try:  # where the reference returns a view of its inputs (or of its own weights), so may the candidate
-                self.ref_alias = shm.output_aliases(model(*x0), [x0, list(model.state_dict().values())])
+            try:  # where the reference returns a view of its inputs (or its own weights, buffers), so may the candidate
+                self.ref_alias = shm.output_aliases(model(*x0), [x0, list(model.parameters()), list(model.buffers())])
             except Exception:  # noqa: BLE001 - the reference fails: its rounds say so
                 self.ref_alias = []
             sources: list = []
