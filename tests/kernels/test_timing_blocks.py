@@ -199,6 +199,9 @@ def _fake_profile(spot_output_wrong: bool):
             out = ev.reference(self.x)
             return torch.zeros_like(out) if self.spot and spot_output_wrong else out
 
+        def poison(self, out_lay, h):  # a baseline's outputs overwritten (sandbox.Worker.poison): nothing to do here
+            pass
+
         def close(self):
             pass
 
