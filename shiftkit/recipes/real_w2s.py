@@ -41,9 +41,11 @@ the toy report (:func:`verdict`).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import random
+import sys
 import time
 from pathlib import Path
 
@@ -165,20 +167,42 @@ class Stages:
     first run's times and parallel seeds never write the same file. CPU seconds (this process's) say
     what a stage costs whatever else the machine runs; wall seconds depend on the load."""
 
-    def __init__(self, out: Path, file: str = "stages.json"):
+    def __init__(self, out: Path, file: str = "stages.json", key: str = ""):
         self.path = out / file
         self.times: dict = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.key = key
 
     def run(self, name: str, fn, run_dir: Path | None = None):
-        """``fn()``, timed; a training stage whose ``run_dir`` is finished returns its ``final`` untouched."""
+        """``fn()``, timed; a training stage whose ``run_dir`` is finished returns its ``final`` untouched, if it
+        was trained with these settings (``key``, :func:`stage_key`, kept in ``run_dir/STAGE_KEY``): a finished
+        stage made with other settings is an error naming it, never reused in silence."""
         if run_dir is not None and (run_dir / "DONE").exists():
+            kf = run_dir / "STAGE_KEY"
+            have = kf.read_text().strip() if kf.exists() else None
+            if self.key and have is not None and have != self.key:
+                raise ShiftkitError(f"real-w2s: stage {name} in {run_dir} was trained with other settings (stage key "
+                                    f"{have}, these settings {self.key}); give a new out= or remove {run_dir}")
+            if self.key and have is None:
+                print(f"real-w2s: note: stage {name} in {run_dir} has no stage key (made before keys were kept): "
+                      "reused as it is", file=sys.stderr)
             return str(run_dir / "final")
         t0, c0 = time.time(), time.process_time()
         result = fn()
+        if run_dir is not None and self.key and (run_dir / "DONE").exists():
+            atomic_write_text(run_dir / "STAGE_KEY", self.key + "\n")
         if name not in self.times:  # a cached stage (an eval, a sweep) keeps the time of the run that did it
             self.times[name] = {"wall": round(time.time() - t0, 1), "cpu": round(time.process_time() - c0, 1)}
             atomic_write_json(self.path, self.times)
         return result
+
+
+_NOT_IN_KEY = ("out", "threads", "workers", "progress", "seeds")  # how and where a run goes, not what it computes
+
+
+def stage_key(cfg: "RealW2SConfig") -> str:
+    """Pure: a hash of every setting of ``cfg`` that changes what a stage computes (all but :data:`_NOT_IN_KEY`)."""
+    d = {k: v for k, v in to_dict(cfg).items() if k not in _NOT_IN_KEY}
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _secs(v, key: str = "wall") -> float:
@@ -485,7 +509,7 @@ def seed_stage(cfg: RealW2SConfig, out: Path, data: dict, shared: dict, s: int) 
     from shiftkit.sar.merge import method_params
     from shiftkit.sar.pipeline import MergeConfig, SweepConfig, merge, sweep
 
-    st = Stages(out, f"stages_seed{s}.json")
+    st = Stages(out, f"stages_seed{s}.json", stage_key(cfg))
     ev = out / "eval"
     student, weak = shared["student"], shared["weak"]
     models, evals, skipped = {}, {}, {}
@@ -558,7 +582,7 @@ def rl_curve(run_dir: Path) -> dict:
 def control_stage(cfg: RealW2SConfig, out: Path, data: dict, student: str) -> dict:
     """The contrast pair of the anatomy diagnostic: the student without layers ``control_drop``, not
     healed (its format broken), before and after the weak teacher's GRPO (seed 0)."""
-    st = Stages(out, "stages_control.json")
+    st = Stages(out, "stages_control.json", stage_key(cfg))
     _log(cfg, f"contrast pair: the student without layers {cfg.control_drop}, not healed, before/after GRPO")
     n = json.loads((Path(student) / "config.json").read_text())["num_hidden_layers"]
     cdir = st.run("control_prune", lambda: prune_layers(student, [i for i in range(n) if i not in cfg.control_drop],
@@ -781,7 +805,7 @@ def run_experiment(config_path: str | None, overrides: list[str] | None) -> dict
     out.mkdir(parents=True, exist_ok=True)
     set_threads(cfg.threads)
     t0, load0 = time.time(), os.getloadavg()
-    st = Stages(out)
+    st = Stages(out, key=stage_key(cfg))
     data = st.run("data", lambda: write_data(cfg, out))
     _log(cfg, "student")
     student = st.run("import_student", lambda: import_student(cfg, out))

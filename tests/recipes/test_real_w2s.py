@@ -218,3 +218,32 @@ def test_plot_takes_the_pass_at_k_that_the_evaluation_reports(tmp_path):
     row = {m: {"mean": 0.5, "std": 0.0} for m in ("greedy_acc", "avg@4", *(f"pass@{j}" for j in default_ks(4)))}
     real_w2s.plot(RealW2SConfig(eval_k=4), {"student": row, "grpo": row}, tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_a_finished_training_stage_is_reused_only_with_its_settings(tmp_path, capsys):
+    """A cached training stage (its run dir DONE) is reused only under the settings it was trained with: a changed
+    setting (heal_steps) is an error naming the stage, never the old model in silence; how and where a run goes
+    (out, threads, workers, seeds) is not part of the key."""
+    from shiftkit.errors import ShiftkitError
+
+    d = tmp_path / "weak_sft"
+    calls = []
+
+    def train():
+        calls.append(1)
+        (d / "final").mkdir(parents=True)
+        (d / "DONE").write_text("ok\n")
+        return str(d / "final")
+
+    a = real_w2s.stage_key(real_w2s.RealW2SConfig(out="x"))
+    assert a == real_w2s.stage_key(real_w2s.RealW2SConfig(out="y", workers=2, seeds=[0, 1], threads=2))
+    b = real_w2s.stage_key(real_w2s.RealW2SConfig(out="x", heal_steps=96))
+    assert a != b
+    real_w2s.Stages(tmp_path, key=a).run("heal_sft", train, d)
+    assert (d / "STAGE_KEY").read_text().strip() == a
+    assert real_w2s.Stages(tmp_path, key=a).run("heal_sft", train, d) == str(d / "final") and calls == [1]
+    with pytest.raises(ShiftkitError, match=r"stage heal_sft in .*weak_sft was trained with other settings"):
+        real_w2s.Stages(tmp_path, key=b).run("heal_sft", train, d)
+    (d / "STAGE_KEY").unlink()  # a run made before keys were kept: reused, and said
+    assert real_w2s.Stages(tmp_path, key=b).run("heal_sft", train, d) == str(d / "final") and calls == [1]
+    assert "no stage key" in capsys.readouterr().err
