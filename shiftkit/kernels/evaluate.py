@@ -493,6 +493,18 @@ class _Evaluation:
                   ({k: v for k, v in model.named_buffers() if k in sd}, C.perturb_buffers, 2)]
         x, before = None, None
 
+        def baseline() -> bool:
+            """The first trial's inputs and the unperturbed output, once; False where the reference fails there."""
+            nonlocal x, before
+            if x is None:
+                x = _to(self.p.inputs(self.seed("trial", 0)), self.device)
+                try:
+                    with torch.no_grad():
+                        before = _cpu(model(*x))
+                except Exception:  # noqa: BLE001 - the reference fails unperturbed: nothing to keep defined
+                    return False
+            return True
+
         def defined() -> bool:
             try:
                 with torch.no_grad():
@@ -508,13 +520,9 @@ class _Evaluation:
             new = move(plain, self.seed("weights", purpose))
             signed = C.perturb_buffers(plain, self.seed("weights", purpose + 10))
             drawn = {k: v.detach().clone() for k, v in tensors.items()}
+            if not baseline():
+                return model
             with torch.no_grad():
-                if x is None:
-                    x = _to(self.p.inputs(self.seed("trial", 0)), self.device)
-                    try:
-                        before = _cpu(model(*x))
-                    except Exception:  # noqa: BLE001 - the reference fails unperturbed: nothing to keep defined
-                        return model
                 for k, v in tensors.items():
                     v.copy_(new[k])
             if defined():
@@ -552,13 +560,8 @@ class _Evaluation:
         # mask's support, structure like the zeros a floating mask keeps (docs/kernels.md, Known gaps)
         ints = {k: v for k, v in model.named_buffers() if k in sd and not (v.is_floating_point() or v.is_complex())
                 and v.dtype != torch.bool and v.numel() > 1}
-        if ints and x is None:
-            x = _to(self.p.inputs(self.seed("trial", 0)), self.device)
-            try:
-                with torch.no_grad():
-                    before = _cpu(model(*x))
-            except Exception:  # noqa: BLE001 - the reference fails unperturbed: nothing to keep defined
-                return model
+        if ints and not baseline():
+            return model
         for i, k in enumerate(sorted(ints)):
             v = ints[k]
             old = v.detach().clone()

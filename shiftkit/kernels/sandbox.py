@@ -572,9 +572,11 @@ class Worker:
         if not self.frozen:
             raise RuntimeError("outputs are read only while the tree is frozen")
         try:
-            return shm.read_remote(self.pid, out_lay, header.get("addrs") or [], header.get("values") or [],
-                                   skip=self._input_ranges(), strides=header.get("strides"),
-                                   poison=self.setup_mode == "candidate")
+            out = shm.read_remote(self.pid, out_lay, header.get("addrs") or [], header.get("values") or [],
+                                  skip=self._input_ranges(), strides=header.get("strides"))
+            if self.setup_mode == "candidate":
+                shm.poison_memory(self.pid, self._spans(out_lay, header))
+            return out
         except shm.UnwrittenOutput as e:
             self.kill()
             raise WorkerFailure("output_unwritten", str(e), self.log_tail()) from None
@@ -591,9 +593,14 @@ class Worker:
         if not self.frozen:
             raise RuntimeError("outputs are overwritten only while the tree is frozen")
         try:
-            shm.poison_memory(self.pid, shm.output_spans(out_lay, header.get("addrs") or [], header.get("strides")))
+            shm.poison_memory(self.pid, self._spans(out_lay, header))
         except shm.RemoteReadError:
             pass
+
+    @staticmethod
+    def _spans(out_lay, header: dict) -> list[tuple[int, int]]:
+        """The output spans a reply names, less the leaves that alias inputs or weights (:func:`shm.output_spans`)."""
+        return shm.output_spans(out_lay, header.get("addrs") or [], header.get("strides"))
 
     def _input_ranges(self) -> list[tuple[int, int]]:
         """Where the worker maps the parent's input region: mappings of the memfd's (device, inode). While the

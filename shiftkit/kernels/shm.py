@@ -211,7 +211,7 @@ _IOV_MAX = 1024
 _vm = None
 
 
-def _process_vm_readv(name: str = "process_vm_readv"):
+def _process_vm(name: str):
     global _vm
     if _vm is None:
         _vm = {}
@@ -233,7 +233,7 @@ def vm_read(pid: int, pieces: list[tuple[int, int, int]], write: bool = False) -
     """Copy ``(remote address, local address, bytes)`` pieces out of process ``pid`` (whole pieces or an error);
     ``write``: into it instead (``process_vm_writev``)."""
     name = "process_vm_writev" if write else "process_vm_readv"
-    f = _process_vm_readv(name)
+    f = _process_vm(name)
     for i in range(0, len(pieces), _IOV_MAX):
         batch = [p for p in pieces[i:i + _IOV_MAX] if p[2] > 0]
         while batch:
@@ -418,7 +418,7 @@ def run_pages(addr: int, starts, run: int, itemsize: int) -> set[int]:
 
 
 def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
-                skip: list[tuple[int, int]] | None = None, strides: list | None = None, poison: bool = False) -> Any:
+                skip: list[tuple[int, int]] | None = None, strides: list | None = None) -> Any:
     """A private copy of the structure ``lay`` describes, its tensors read from process ``pid`` at ``addrs``
     (one address per tensor leaf, in :func:`leaves` order; as many bytes as the layout's shape and dtype say).
     ``values``: the worker's JSON values for ``value`` leaves, in order. RemoteReadError if the reply's
@@ -429,8 +429,7 @@ def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
     strided downsample, a private copy-on-write map of the input memfd: redteam8 h01-h03) does none of the
     work the reference does and is refused (``output_unwritten``); None: no check. ``strides``: per
     tensor leaf, None (contiguous) or the strides of a view the worker left as it is: the parent reads the
-    view's span and takes the elements itself (:func:`strided_runs`), and checks the pages holding them.
-    ``poison``: then overwrite every leaf not marked ``alias`` (its span) with :func:`poison_memory`."""
+    view's span and takes the elements itself (:func:`strided_runs`), and checks the pages holding them."""
     import torch
 
     n_leaves = len(leaves(lay))
@@ -450,7 +449,6 @@ def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
     strided_pages: set[int] = set()
     views: list[tuple] = []  # (span buffer, output, strides): the elements taken after the read
     own: set[int] = set()  # buffers of leaves the reference computes (not "alias"): no input page exempt
-    computed: list[tuple[int, int]] = []  # (remote address, bytes) of those leaves: what poison() overwrites
     own_pages: set[int] = set()  # ... and the pages of such leaves read as views
 
     def rd(lv):
@@ -464,8 +462,6 @@ def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
                 span, starts, run = strided_runs(list(lv["shape"]), st, out.element_size(), lv.get("view"))
                 buf = torch.empty(span, dtype=out.dtype)
                 pieces.append((a, buf.data_ptr(), span * out.element_size()))
-                if not lv.get("alias"):
-                    computed.append((a, span * out.element_size()))
                 pages = run_pages(a, starts, run, out.element_size())
                 strided_pages.update(pages if lv.get("alias") else ())
                 own_pages.update(() if lv.get("alias") else pages)
@@ -474,7 +470,6 @@ def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
                 pieces.append((a, out.data_ptr(), nb))
                 if not lv.get("alias"):
                     own.add(out.data_ptr())
-                    computed.append((a, nb))
             return out
         if t in ("list", "tuple"):
             items = [rd(v) for v in lv["items"]]
@@ -496,8 +491,6 @@ def read_remote(pid: int, lay: Any, addrs: list, values: list | None = None,
     vm_read(pid, pieces)
     for buf, out, st in views:
         out.copy_(buf.as_strided(out.shape, st))
-    if poison:
-        poison_memory(pid, computed)
     return res
 
 
