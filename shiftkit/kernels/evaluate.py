@@ -141,6 +141,9 @@ class Result:
     inconclusive: bool = False  # a paired interval straddled a threshold after the whole sample budget
     paired: dict = field(default_factory=dict)  # per baseline: speedup, CI, decision, rounds
     rounds: list[dict] = field(default_factory=list)  # the correctness rounds: what each was, and its verdict
+    # how floating outputs were compared: "per-element" (each element's budget from its own sensitivity,
+    # correctness.element_scales) or "per-tensor: <why>" (atol x the output's rms, where no float64 reference runs)
+    tolerance: str = ""
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -362,6 +365,7 @@ def _share_message(counts: dict[str, int], share: float, share_max: float, where
                   f"{100 * share_max:.0f}% is allowed")
 
 
+SCALED_TIMED = 4  # one natural timed round in this many (drawn from the secret) gets per-element budgets (_scales)
 INTERP_ALLOWANCE = 2.0  # the candidate's interpreter code per round counts as runtime up to this multiple of eager's
 
 
@@ -463,6 +467,7 @@ class _Evaluation:
         self.spot_kinds: list[tuple[str, Any]] = []
         self.leaf_dtype = "float64"
         self.ref_alias: list[bool] = []  # per output leaf: is the reference's output a view of its inputs (plan)
+        self._n_scales = 0  # element-scale computations so far: each draws its moves from its own seed
 
     @property
     def model(self):
@@ -700,10 +705,12 @@ class _Evaluation:
                 w.kill()
 
     # -- one candidate round, checked
-    def run(self, w: Worker, inputs, expected, where: str, code: str | None = None, block_ops: bool = False):
+    def run(self, w: Worker, inputs, expected, where: str, code: str | None = None, block_ops: bool = False,
+            scales=None):
         """One round on ``w``; returns (RoundResult, output) or (RoundResult, None) after a finding.
         ``expected``: the reference output; every party (candidate and baselines alike) is asked for outputs
-        of its structure, so every party does the same work in the window; only the candidate's are compared."""
+        of its structure, so every party does the same work in the window; only the candidate's are compared,
+        with ``scales`` (:meth:`_scales`) giving each element its own budget."""
         in_lay, _ = shm.layout(list(inputs))
         out_lay = shm.mark_aliases(shm.layout(expected)[0], self.ref_alias)
         rr = w.round(list(inputs), in_lay, out_lay, block_ops)
@@ -727,7 +734,8 @@ class _Evaluation:
             return rr, None
         out = w.outputs(out_lay, h)
         code_, msg, diff = C.compare(expected, out, self.c.tolerance, self.c.atol, self.c.rtol,
-                                     reduced_precision=self.p.allow_reduced_precision, leaf_dtype=self.leaf_dtype)
+                                     reduced_precision=self.p.allow_reduced_precision, leaf_dtype=self.leaf_dtype,
+                                     floors=scales)
         if code_:
             self.add(Finding(code or code_, msg, "error", where))
             return rr, None
@@ -762,11 +770,11 @@ class _Evaluation:
                 rounds.append({"kind": "own", "where": f"trial {k}", "inputs": x, "expected": exp})
             widest = C.leaf_dtype_of(rounds[0]["inputs"], list(model.state_dict().values()))
             leaves = any(True for _ in C.float_leaves(rounds[0]["expected"]))
-            if c.transforms or leaves:
-                try:
-                    self.m64 = copy.deepcopy(model).double()
-                except Exception:  # noqa: BLE001
-                    self.m64 = None
+            try:  # every round's element budgets (_scales), the transforms' checks and the leaves' precision
+                self.m64 = copy.deepcopy(model).double()
+            except Exception as e:  # noqa: BLE001
+                self.m64 = None
+                self.res.tolerance = f"per-tensor: the reference cannot be copied to float64 ({type(e).__name__})"
             # a Python-float leaf is held to the precision the reference computed it in, measured against the
             # float64 reference on the own trials and never tighter than the tensor it was read from
             self.leaf_dtype = C.leaf_dtypes([r["expected"] for r in rounds], [self._reference64(r["inputs"]) for r in rounds],
@@ -806,7 +814,10 @@ class _Evaluation:
             rounds.append({"kind": "repeat", "where": "determinism", "inputs": rounds[0]["inputs"],
                            "expected": rounds[0]["expected"], "repeat": True})
         late = [r for r in rounds if r.get("after_repeat")]  # the near-repeat comes last, after the exact repeat
-        return [r for r in rounds if not r.get("after_repeat")] + late
+        rounds = [r for r in rounds if not r.get("after_repeat")] + late
+        for r in rounds:  # each element's own budget (correctness.element_scales), for every round compared
+            r["scales"] = rounds[0]["scales"] if r.get("repeat") else self._scales(r["inputs"], r["expected"])
+        return rounds
 
     def _plan_discrete(self, base: dict, rounds: list[dict]) -> None:
         """Every integer and bool input varied on its own, within the domain its values show
@@ -927,6 +938,41 @@ class _Evaluation:
         except Exception:  # noqa: BLE001 - the model has no fp64 path
             return None
 
+    def _scales(self, x, e):
+        """Each floating output's element scales on ``x`` (:func:`C.scales_tree`): the float64 reference and
+        :data:`C.SENSITIVITY_DRAWS` runs of it with every floating input and weight moved by a rounding-sized
+        relative amount (:func:`C.moved_relative`; buffers are not moved: a float mask's 1 or a table is structure,
+        and a product's terms move with its input). None where the reference has no float64 path: every round
+        then keeps the tensor-wide budget, and :attr:`Result.tolerance` says so."""
+        import torch
+
+        if not C.has_float(e):
+            return None
+        e64 = self._reference64(x)
+        if e64 is None:
+            if not self.res.tolerance.startswith("per-tensor"):
+                self.res.tolerance = "per-tensor: the reference has no float64 path"
+            return None
+        self._n_scales += 1
+        gen = torch.Generator().manual_seed(self.seed("sensitivity", self._n_scales))
+        params = [t for t in self.m64.parameters() if t.is_floating_point() or t.is_complex()]
+        saved = [t.detach().clone() for t in params]
+        sumsq = None
+        try:
+            with torch.no_grad():
+                for _ in range(C.SENSITIVITY_DRAWS):
+                    for t, v in zip(params, saved):
+                        t.copy_(C.moved_relative(v, gen))
+                    out = _cpu(self.m64(*_to(C.moved_relative(_double(x), gen), self.device)))
+                    sumsq = C.add_tree(sumsq, C.squared_change(e64, out))
+        finally:
+            with torch.no_grad():
+                for t, v in zip(params, saved):
+                    t.copy_(v)
+        if not self.res.tolerance:
+            self.res.tolerance = "per-element"
+        return C.scales_tree(e, e64, sumsq, C.SENSITIVITY_DRAWS)
+
     def _well_defined(self, x, exp) -> bool:
         e64 = self._reference64(x)
         if e64 is None:  # no float64 reference (none built, or no fp64 path): accept only finite references
@@ -948,7 +994,8 @@ class _Evaluation:
         w = self.worker("candidate", in_max, cpus)
         first = None
         for r in rounds:
-            _, out = self.run(w, r["inputs"], r["expected"], r["where"], r.get("code"), block_ops=c.block_ops)
+            _, out = self.run(w, r["inputs"], r["expected"], r["where"], r.get("code"), block_ops=c.block_ops,
+                              scales=r["scales"])
             res.rounds.append({"kind": r["kind"], "where": r["where"], "ok": out is not None})
             if out is None:
                 if r.get("repeat"):
@@ -983,6 +1030,7 @@ class _Evaluation:
         thr = threshold(c.margin)
         x0 = p.inputs(self.seed("warmup", 0))
         e0 = self.reference(x0)
+        s0 = self._scales(x0, e0)
         in_size = shm.nbytes(list(x0))
         flush = torch.empty(max(1, _flush_bytes(c) // 4), dtype=torch.float32) if _flush_bytes(c) else None
         done_blocks, paired, block_info = [], [], []
@@ -1006,7 +1054,7 @@ class _Evaluation:
                     kept = dict(parties)
             for name, w in parties.items():  # equal warm-up; the compile baseline compiles here
                 for k in range(c.warmup):
-                    _, out = self.run(w, x0, e0, f"warm-up {k}", "timed_output_mismatch")
+                    _, out = self.run(w, x0, e0, f"warm-up {k}", "timed_output_mismatch", scales=s0)
                     if name == "candidate" and out is None:
                         return
             bw = {n: [] for n in parties}
@@ -1031,6 +1079,10 @@ class _Evaluation:
                         x, what = xs, f" ({name} inputs)"
                 if e is None:
                     e = self.reference(x)
+                # each element's own budget on every spot round and on a secret 1 in SCALED_TIMED of the natural
+                # ones (computed out of the clock, before any party runs); the rest keep the tensor-wide budget:
+                # a kernel wrong only where the per-element budget sees it cannot tell which rounds those are
+                sc = self._scales(x, e) if (j in spots or self.seed("budget", rnd) % SCALED_TIMED == 0) else None
                 prev = x
                 io_bytes = io_bytes or shm.nbytes(list(x)) + shm.nbytes(e)
                 k = rnd % len(names)
@@ -1040,7 +1092,7 @@ class _Evaluation:
                 for name in order:
                     if flush is not None:
                         _flush(flush, cpus)
-                    rr, out = self.run(parties[name], x, e, f"timed call {rnd}{what}", "timed_output_mismatch")
+                    rr, out = self.run(parties[name], x, e, f"timed call {rnd}{what}", "timed_output_mismatch", scales=sc)
                     if name == "candidate" and out is None:
                         return
                     bw[name].append(rr.wall_ns)

@@ -396,6 +396,24 @@ def test_integer_buffers_are_redrawn_so_a_formula_cannot_stand_in():
     assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
 
 
+def test_each_element_is_held_to_its_own_budget_so_quiet_rows_cannot_be_dropped():
+    """redteam8 h04: rows whose inputs are below 2^-26 of the tensor's largest got the bias only; ~100% wrong in
+    those rows, but under 1e-4 x the rms of an output spanning many decades, so the tensor-wide budget passed it.
+    Each element's budget is now set by what it is made of (correctness.element_scales); the same product for
+    every token passes."""
+    r = run(SOL / "quiet_rows_bias_only.py", "token_linear")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    assert "each element's sensitivity" in r.reason, r.reason
+    r = run(HON / "token_linear_c.py", "token_linear")
+    assert r.correct and r.reward == 1.0 and r.tolerance == "per-element", (r.codes(None), r.reason, r.tolerance)
+    # the same, only in timed rounds (after 16 calls: the 15 correctness rounds and a warm-up): spot rounds and a
+    # secret share of the natural timed rounds are held to each element's budget too
+    r = run(SOL / "quiet_rows_when_timed.py", "token_linear", **PROFILE)
+    assert len(r.rounds) == 15 and all(x["ok"] for x in r.rounds), r.rounds  # every correctness round passed
+    assert r.reward == -1.0 and r.codes() == ["timed_output_mismatch"], (r.codes(None), r.reason)
+    assert "each element's sensitivity" in r.reason, r.reason
+
+
 @pytest.mark.parametrize("sol,problem", HONEST, ids=[c[0] for c in HONEST])
 def test_honest_solution_passes(sol, problem):
     r = run(HON / sol, problem)
