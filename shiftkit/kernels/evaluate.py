@@ -196,7 +196,7 @@ def admit_problem(problem: KernelProblem, config: EvalConfig) -> list[Finding]:
         return _ADMISSION[key]
     model = problem.make_model(config.seed)
     with torch.no_grad():
-        outs = [model(*problem.inputs(config.seed + 7919 * k)) for k in range(2)]
+        outs = [C.owned_copy(model(*problem.inputs(config.seed + 7919 * k))) for k in range(2)]
     atol, rtol = C.tolerance_for(_first_dtype(outs[0]), config.tolerance, config.atol, config.rtol)
     found = []
     d = C.degeneracy(outs[0], atol, rtol)
@@ -468,6 +468,7 @@ class _Evaluation:
         self.leaf_dtype = "float64"
         self.ref_alias: list[bool] = []  # per output leaf: is the reference's output a view of its inputs (plan)
         self._n_scales = 0  # element-scale computations so far: each draws its moves from its own seed
+        self.inputs_writable = False  # the reference writes into its inputs (plan): every party gets writable copies
 
     @property
     def model(self):
@@ -505,7 +506,7 @@ class _Evaluation:
                 x = _to(self.p.inputs(self.seed("trial", 0)), self.device)
                 try:
                     with torch.no_grad():
-                        before = _cpu(model(*x))
+                        before = _cpu(C.owned_copy(model(*C.owned_copy(x))))
                 except Exception:  # noqa: BLE001 - the reference fails unperturbed: nothing to keep defined
                     return False
             return True
@@ -513,7 +514,7 @@ class _Evaluation:
         def defined() -> bool:
             try:
                 with torch.no_grad():
-                    return C.finite_where(_cpu(model(*x)), before)
+                    return C.finite_where(_cpu(model(*C.owned_copy(x))), before)
             except Exception:  # noqa: BLE001 - values the model cannot take
                 return False
 
@@ -650,6 +651,7 @@ class _Evaluation:
         inductor = c.cache / "inductor"
         inductor.mkdir(parents=True, exist_ok=True)
         setup = {"mode": mode, "backend": c.backend, "device": self.device, "threads": c.threads,
+                 "inputs_writable": self.inputs_writable,
                  "layout": self.s.layout if cand else "", "python_name": self.s.python_name if cand else "",
                  "builds": entries, "isolate": self.isolate, "mem_mb": c.mem_limit_mb if cand else 0,
                  "cpu_s": int(c.timeout_s * 2) + 30, "max_output_bytes": c.max_output_bytes if cand else 1 << 30,
@@ -753,7 +755,11 @@ class _Evaluation:
         with torch.no_grad():
             x0 = _to(p.inputs(self.seed("trial", 0)), self.device)
             try:  # where the reference returns a view of its inputs (or its own weights, buffers), so may the candidate
-                self.ref_alias = shm.output_aliases(model(*x0), [x0, list(model.parameters()), list(model.buffers())])
+                x1 = C.owned_copy(x0)
+                self.ref_alias = shm.output_aliases(model(*x1), [x1, list(model.parameters()), list(model.buffers())])
+                # a reference that works in place on its inputs (x.mul_(w); return x): the parent's input region is
+                # read-only to every worker, so each party gets writable copies of it, refilled every round
+                self.inputs_writable = not C.same_tensors(x1, x0)
             except Exception:  # noqa: BLE001 - the reference fails: its rounds say so
                 self.ref_alias = []
             sources: list = []
@@ -924,7 +930,7 @@ class _Evaluation:
         import torch
 
         with torch.no_grad():
-            return _cpu(self.model(*_to(x, self.device)))
+            return _cpu(C.owned_copy(self.model(*_to(C.owned_copy(x), self.device))))
 
     def _reference64(self, x):
         """The float64 reference's output on ``x`` (inputs and weights in float64), or None where it has none."""
@@ -934,7 +940,7 @@ class _Evaluation:
             return None
         try:
             with torch.no_grad():
-                return _cpu(self.m64(*_to(_double(x), self.device)))
+                return _cpu(C.owned_copy(self.m64(*_to(C.owned_copy(_double(x)), self.device))))
         except Exception:  # noqa: BLE001 - the model has no fp64 path
             return None
 
@@ -963,7 +969,7 @@ class _Evaluation:
                 for _ in range(C.SENSITIVITY_DRAWS):
                     for t, v in zip(params, saved):
                         t.copy_(C.moved_relative(v, gen))
-                    out = _cpu(self.m64(*_to(C.moved_relative(_double(x), gen), self.device)))
+                    out = _cpu(self.m64(*_to(C.owned_copy(C.moved_relative(_double(x), gen)), self.device)))
                     sumsq = C.add_tree(sumsq, C.squared_change(e64, out))
         finally:
             with torch.no_grad():

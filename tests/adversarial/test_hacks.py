@@ -414,6 +414,22 @@ def test_each_element_is_held_to_its_own_budget_so_quiet_rows_cannot_be_dropped(
     assert "each element's sensitivity" in r.reason, r.reason
 
 
+def test_references_that_write_their_inputs_or_own_their_outputs_or_return_structseqs():
+    """redteam9 p01, p02, p06. The reference runs on copies of a round's inputs and its outputs are copied
+    (correctness.owned_copy): an in-place reference (``x.mul_(w).add_(b); return x``) no longer changes the inputs
+    the workers get (redteam9 hn01, an out-of-place kernel: output_mismatch; h01, returning the input: passed);
+    where it writes its inputs every party gets writable copies, refilled each round (hn02, the in-place kernel:
+    worker_crash on the read-only region); a reference returning its own ``out=`` buffer is not degenerate (hn03:
+    degenerate_problem); ``torch.return_types.sort`` is a tuple (hn10, hn11: output_type)."""
+    r = run(SOL / "inplace_input_returned.py", "inplace_affine", **PROFILE)
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    for sol, problem in [("inplace_affine_c.py", "inplace_affine"), ("inplace_affine_inplace_c.py", "inplace_affine"),
+                         ("prealloc_addcmul_c.py", "prealloc_addcmul"), ("sort_rows_tuple.py", "sort_stable_rows"),
+                         ("sort_rows_structseq.py", "sort_stable_rows")]:
+        r = run(HON / sol, problem, **PROFILE)
+        assert r.correct and r.reward >= 1.0, (sol, r.codes(None), r.reason)
+
+
 @pytest.mark.parametrize("sol,problem", HONEST, ids=[c[0] for c in HONEST])
 def test_honest_solution_passes(sol, problem):
     r = run(HON / sol, problem)

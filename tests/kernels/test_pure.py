@@ -917,3 +917,19 @@ def test_positional_state_only_where_shapes_match_in_order():
     assert positional_state(ref, {"w": torch.empty(3, 2)}) is ref  # one missing: the load names it
     assert positional_state(ref, {"w": torch.empty(3, 2, dtype=torch.float64), "b": torch.empty(3)}) is ref
     assert positional_state({}, {}) == {}  # degenerate
+
+
+def test_owned_copy_and_same_tensors():
+    """What the harness keeps of a reference call (redteam9 p01, p02, p06): tensors cloned, tuple subclasses
+    plain tuples; same_tensors compares bit for bit with NaN equal to NaN."""
+    x = torch.tensor([1.0, float("nan")])
+    s = torch.sort(torch.tensor([3.0, 1.0]))
+    got = C.owned_copy({"a": [x, 2], "b": s})
+    assert type(got["b"]) is tuple and type(got["a"]) is list and got["a"][1] == 2
+    assert got["a"][0].data_ptr() != x.data_ptr() and C.same_tensors(got["a"][0], x)
+    got["a"][0][0] = 5.0
+    assert x[0].item() == 1.0 and not C.same_tensors(got["a"][0], x)
+    assert C.same_tensors((torch.tensor([1, 2]),), [torch.tensor([1, 2])])
+    assert not C.same_tensors([torch.tensor([1, 2])], [torch.tensor([1, 2]), torch.tensor([3])])
+    assert not C.same_tensors([torch.tensor([1.0])], [torch.tensor([1.0], dtype=torch.float64)])
+    assert C.owned_copy(3.5) == 3.5 and C.same_tensors([], [])
