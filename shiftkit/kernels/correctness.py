@@ -656,8 +656,8 @@ def redraw(inputs: list, target: int, variant: str, seed: int) -> list:
 
 
 def scalar_targets(inputs: Any) -> list[int]:
-    """Pure: the Python floats among the inputs (not bools, not ints: an int is a size, a dim or a count more
-    often than a value), numbered in traversal order; a forward argument such as a temperature."""
+    """Pure: the Python floats among the inputs (not bools; ints: :func:`int_targets`), numbered in traversal
+    order; a forward argument such as a temperature."""
     out: list[int] = []
     k = [0]
 
@@ -674,6 +674,53 @@ def scalar_targets(inputs: Any) -> list[int]:
 
     walk(list(inputs))
     return out
+
+
+def int_targets(inputs: Any) -> list[int]:
+    """Pure: the Python ints among the inputs (not bools), numbered in traversal order: a shift, an offset, a
+    count passed to ``forward``. Moved by :func:`move_int` where the reference's output keeps its shapes (an int
+    that is a size or a dim changes them, or makes the reference raise, and is not moved)."""
+    out: list[int] = []
+    k = [0]
+
+    def walk(x):
+        if isinstance(x, int) and not isinstance(x, bool):
+            out.append(k[0])
+            k[0] += 1
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+
+    walk(list(inputs))
+    return out
+
+
+def move_int(inputs: list, target: int, seed: int, frac: float = 1.0) -> list:
+    """Pure: ``inputs`` with the ``target``-th Python int (:func:`int_targets`) moved by ``+-m``, m drawn from
+    ``seed`` in [1, max(1, frac * |x| / 2)] with a random sign; every other value as it is. A kernel that bakes in
+    the value it saw (a roll by 37) fails (redteam9 h03)."""
+    import random
+
+    rng = random.Random(seed)
+    sign = rng.choice((-1, 1))
+    k = [0]
+
+    def tr(x):
+        if isinstance(x, int) and not isinstance(x, bool):
+            i, k[0] = k[0], k[0] + 1
+            if i != target:
+                return x
+            return x + sign * rng.randint(1, max(1, int(frac * abs(x) / 2)))
+        if isinstance(x, (list, tuple)):
+            return type(x)(tr(v) for v in x)
+        if isinstance(x, dict):
+            return {key: tr(v) for key, v in x.items()}
+        return x
+
+    return [tr(v) for v in inputs]
 
 
 def rescale_scalar(inputs: list, target: int, seed: int, frac: float = 1.0) -> list:
@@ -1055,6 +1102,19 @@ def same_tensors(a: Any, b: Any) -> bool:
         elif not torch.equal(x, y):
             return False
     return True
+
+
+def shapes_of(x: Any) -> list:
+    """Pure: the (shape, dtype) of every tensor of a structure, in order, and the type of every other leaf."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return [(tuple(x.shape), x.dtype)]
+    if isinstance(x, (list, tuple)):
+        return [s for v in x for s in shapes_of(v)]
+    if isinstance(x, dict):
+        return [s for v in x.values() for s in shapes_of(v)]
+    return [type(x).__name__]
 
 
 def has_float(x: Any) -> bool:

@@ -865,6 +865,16 @@ class _Evaluation:
                 rounds.append({"kind": "scalar", "where": f"scalar {t} moved inputs", "inputs": x, "expected": exp})
                 self.spot_kinds.append(("scalar", (t, frac)))
                 break
+        # Python ints (a shift, an offset; redteam9 h03 baked in a roll by 37): moved where the reference's output
+        # keeps its shapes and dtypes (a size or a dim changes them, or makes the reference raise: not moved)
+        for t in C.int_targets(base["inputs"]):
+            for frac in C.SCALAR_MOVES:
+                x = C.move_int(base["inputs"], t, self.seed("int", t), frac)
+                exp = self._checked_reference(x)
+                if exp is None or C.shapes_of(exp) != C.shapes_of(base["expected"]):
+                    continue
+                rounds.append({"kind": "scalar", "where": f"int {t} moved inputs", "inputs": x, "expected": exp})
+                break
 
     def _shapes_value_independent(self, x, expected) -> bool:
         """Does the reference give ``expected``'s shapes on ``x`` without reading any value as a size? Run under

@@ -430,6 +430,16 @@ def test_references_that_write_their_inputs_or_own_their_outputs_or_return_struc
         assert r.correct and r.reward >= 1.0, (sol, r.codes(None), r.reason)
 
 
+def test_int_inputs_are_moved():
+    """redteam9 h03: a roll by an int passed to forward, baked in (+3: ints were never moved). Ints are moved where
+    the reference keeps its output shapes (correctness.move_int); the kernel that reads the shift passes."""
+    r = run(SOL / "int_arg_baked.py", "roll_shift_int")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    assert r.rounds[-1] == {"kind": "scalar", "where": "int 0 moved inputs", "ok": False}, r.rounds
+    r = run(HON / "roll_gain_c.py", "roll_shift_int")
+    assert r.correct and r.reward == 1.0 and any(x["where"] == "int 0 moved inputs" for x in r.rounds), (r.codes(None), r.reason)
+
+
 @pytest.mark.parametrize("sol,problem", HONEST, ids=[c[0] for c in HONEST])
 def test_honest_solution_passes(sol, problem):
     r = run(HON / sol, problem)

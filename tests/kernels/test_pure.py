@@ -933,3 +933,19 @@ def test_owned_copy_and_same_tensors():
     assert not C.same_tensors([torch.tensor([1, 2])], [torch.tensor([1, 2]), torch.tensor([3])])
     assert not C.same_tensors([torch.tensor([1.0])], [torch.tensor([1.0], dtype=torch.float64)])
     assert C.owned_copy(3.5) == 3.5 and C.same_tensors([], [])
+
+
+def test_int_inputs_are_moved_within_half_their_size():
+    """redteam9 h03: a roll by an int passed to forward, baked in. Ints (not bools) are numbered in order and
+    moved by +-m, m in [1, max(1, frac * |x| / 2)], from the seed; everything else untouched."""
+    x = [torch.zeros(2), 37, True, (4, 0.5), {"k": -8}]
+    assert C.int_targets(x) == [0, 1, 2]
+    for seed in range(20):
+        y = C.move_int(x, 0, seed)
+        assert 37 - 18 <= y[1] <= 37 + 18 and y[1] != 37 and y[3] == (4, 0.5) and y[4] == {"k": -8} and y[2] is True
+        z = C.move_int(x, 2, seed, 0.5)
+        assert z[4]["k"] in (-10, -9, -7, -6) and z[1] == 37
+        assert C.move_int(x, 1, seed)[3][0] in (2, 3, 5, 6)  # 4: m in [1, 2]
+    assert C.move_int([0], 0, 1) in ([1], [-1])  # degenerate: zero moves by one
+    assert C.move_int(x, 0, 3) == C.move_int(x, 0, 3)  # seeded
+    assert C.shapes_of((torch.zeros(2, 3), 1.0)) == [((2, 3), torch.float32), "float"]
