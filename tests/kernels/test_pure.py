@@ -654,17 +654,26 @@ def test_perturb_params_hand_computed_and_degenerate():
 
 def test_perturb_buffers_hand_computed_and_degenerate():
     """By the values, never by name: an all-zero buffer (a running mean at init) + 0.5 * randn; any other buffer
-    times exp(0.5 * randn) element by element: a running variance stays positive, zeros, signs and infinities
-    (a 0/-inf mask) are kept. Drawn from the seed in name order; integer buffers untouched."""
+    times exp(0.5 * randn) element by element, one element in 16 also times 2^-16 (a near-dead channel; redteam9
+    h10): a running variance stays positive, zeros, signs and infinities (a 0/-inf mask) are kept. Drawn from the
+    seed in name order; integer buffers untouched."""
     mean, var, mask = torch.zeros(4), torch.ones(4), torch.tensor([0.0, 1.0, -2.0, -math.inf])
     steps = torch.tensor(3)  # num_batches_tracked
     out = C.perturb_buffers({"running_mean": mean, "running_var": var, "mask": mask, "steps": steps}, 5)
     g = torch.Generator().manual_seed(5)  # name order: mask, running_mean, running_var
-    n_mask, n_mean, n_var = (torch.randn(4, generator=g, dtype=torch.float64) for _ in range(3))
+    n_mask = torch.randn(4, generator=g, dtype=torch.float64)
+    q_mask = torch.rand(4, generator=g, dtype=torch.float64) < 1 / 16  # one element in 16 also x 2^-16
+    n_mean = torch.randn(4, generator=g, dtype=torch.float64)  # all zero: additive, no quiet draw
+    n_var = torch.randn(4, generator=g, dtype=torch.float64)
+    q_var = torch.rand(4, generator=g, dtype=torch.float64) < 1 / 16
+    quiet = lambda q: torch.where(q, 2.0 ** -16, 1.0)  # noqa: E731
     assert torch.equal(out["running_mean"], (0.5 * n_mean).float())
-    assert torch.equal(out["running_var"], torch.exp(0.5 * n_var).float()) and bool((out["running_var"] > 0).all())
-    m = mask.double() * torch.exp(0.5 * n_mask)
+    assert torch.equal(out["running_var"], (torch.exp(0.5 * n_var) * quiet(q_var)).float())
+    assert bool((out["running_var"] > 0).all())
+    m = mask.double() * torch.exp(0.5 * n_mask) * quiet(q_mask)
     assert torch.equal(out["mask"], m.float())
+    big = C.perturb_buffers({"v": torch.ones(4096)}, 3)["v"]  # near-dead channels: ~1/16 of them, ~2^-16
+    assert 150 < int((big < 2.0 ** -12).sum()) < 370 and float(big[big < 2.0 ** -12].max()) < 2.0 ** -13
     assert out["mask"][0] == 0 and out["mask"][1] > 0 and out["mask"][2] < 0 and out["mask"][3] == -math.inf
     assert out["steps"] is steps and torch.equal(mean, torch.zeros(4)) and torch.equal(var, torch.ones(4))
     assert not torch.equal(out["running_var"], C.perturb_buffers({"running_var": var}, 6)["running_var"])
