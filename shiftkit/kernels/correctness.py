@@ -85,6 +85,7 @@ EDGE_ROWS = 8  # ``empty``/``dense``: one last-dim row in EDGE_ROWS (at least on
 OUTLIER_LADDER = (1024.0, 256.0, 64.0, 16.0)  # outlier magnitudes in units of the row's rms, the largest admitted
 OUTLIERS_PER_ROW = 2
 SCALAR_MOVES = (1.0, 0.5, 0.25)  # Python-float inputs: fractions of the drawn log2 move, the largest admitted is used
+SCALAR_FAR = (7.0, 8.0)  # ... and a far move each way, by 2^u with u drawn in this range, where the reference is defined
 PARAM_SHRINK = (1 / 2, 1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64)  # a refused weight move is retried at these fractions
 PARAM_NOISE = 0.5  # weights: p + PARAM_NOISE * rms(p) * randn (rms 0, e.g. a zero bias: rms taken as 1)
 PERTURB_ELEMENTS = 8
@@ -715,6 +716,29 @@ def move_int(inputs: list, target: int, seed: int, frac: float = 1.0) -> list:
             if i != target:
                 return x
             return x + sign * rng.randint(1, max(1, int(frac * abs(x) / 2)))
+        if isinstance(x, (list, tuple)):
+            return type(x)(tr(v) for v in x)
+        if isinstance(x, dict):
+            return {key: tr(v) for key, v in x.items()}
+        return x
+
+    return [tr(v) for v in inputs]
+
+
+def rescale_scalar_far(inputs: list, target: int, seed: int, up: bool) -> list:
+    """Pure: ``inputs`` with the ``target``-th Python float (:func:`scalar_targets`) multiplied by 2^(+-u), u drawn
+    from ``seed`` uniformly in :data:`SCALAR_FAR` (up: +u; 0 becomes 2^(+-u)); every other value as it is. A kernel
+    right only on the scalar's neighbourhood (a LeakyReLU as ``fmaxf(x, a * x)``, right only for slopes below 1)
+    fails where the reference is still defined (redteam9 h12)."""
+    import random
+
+    u = random.Random(seed).uniform(*SCALAR_FAR) * (1.0 if up else -1.0)
+    k = [0]
+
+    def tr(x):
+        if isinstance(x, float):
+            i, k[0] = k[0], k[0] + 1
+            return (x * 2.0 ** u if x != 0 else 2.0 ** u) if i == target else x
         if isinstance(x, (list, tuple)):
             return type(x)(tr(v) for v in x)
         if isinstance(x, dict):

@@ -855,7 +855,9 @@ class _Evaluation:
         """Every Python-float input (:func:`C.scalar_targets`: a temperature, an epsilon passed to ``forward``)
         moved on its own by a factor 2^(+-u) from the secret (:func:`C.rescale_scalar`), the largest fraction of
         the move on which the reference is well defined; a correctness round and a spot kind each (redteam7 h08:
-        a kernel that baked in tau = 0.5 passed, since only tensors were ever varied)."""
+        a kernel that baked in tau = 0.5 passed, since only tensors were ever varied); and far each way
+        (:func:`C.rescale_scalar_far`, x 2^(+-7..8)), a correctness round each where the reference is defined there
+        (redteam9 h12: a LeakyReLU right only for slopes below 1)."""
         for t in C.scalar_targets(base["inputs"]):
             for frac in C.SCALAR_MOVES:
                 x = C.rescale_scalar(base["inputs"], t, self.seed("scalar", t), frac)
@@ -865,6 +867,12 @@ class _Evaluation:
                 rounds.append({"kind": "scalar", "where": f"scalar {t} moved inputs", "inputs": x, "expected": exp})
                 self.spot_kinds.append(("scalar", (t, frac)))
                 break
+            for up in (True, False):  # far each way (x 2^7..2^8), each a round where the reference is defined there
+                x = C.rescale_scalar_far(base["inputs"], t, self.seed("scalar_far", 2 * t + up), up)
+                exp = self._checked_reference(x)
+                if exp is not None:
+                    rounds.append({"kind": "scalar", "where": f"scalar {t} moved far {'up' if up else 'down'} inputs",
+                                   "inputs": x, "expected": exp})
         # Python ints (a shift, an offset; redteam9 h03 baked in a roll by 37): moved where the reference's output
         # keeps its shapes and dtypes (a size or a dim changes them, or makes the reference raise: not moved)
         for t in C.int_targets(base["inputs"]):

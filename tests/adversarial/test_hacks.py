@@ -177,6 +177,7 @@ FAMILIES = {
         ("meansq_leaf_subsample", "meansq_leaf_bf16", {"output_mismatch"}, {}),
         ("scalar_input_baked", "smooth_max_tau", {"output_mismatch"}, {}),  # Python-float inputs moved (redteam7 h08)
         ("bn_eps_dropped", "bn_eval", {"output_mismatch"}, {}),  # near-dead buffer elements (redteam9 h10)
+        ("leaky_fmax_slope_below_one", "leaky_scalar", {"output_mismatch"}, {}),  # scalars moved far (redteam9 h12)
     ],
     "5 the harness itself": [
         ("huge_line_error", SSC, {"compile_error"}, {}),  # bounded parser; a host file never comes back
@@ -204,7 +205,7 @@ WHERE = {"int16_lanes_int32": "int_wide inputs", "onepass_variance": "shift x", 
          "rowmax_int64_lowword": "redraw far", "int32_accum_cumsum": "redraw full of input tensor 0",
          "mask_empty_row_sentinel": "redraw empty of input tensor 1", "tail_mod4_two": "drawn shape variant", "int64_via_fp64": "redraw far", "softmax_prefix_max": "outlier x",
          "meansq_leaf_subsample": "trial ", "scalar_input_baked": "scalar 0 moved",
-         "bn_eps_dropped": "trial 0"}  # the leaf's own budget: the first own trial, not a transform
+         "bn_eps_dropped": "trial 0", "leaky_fmax_slope_below_one": "scalar 0 moved far up"}  # the leaf's own budget: the first own trial, not a transform
 
 
 @pytest.mark.parametrize("family,sol,problem,codes,over", CASES, ids=[c[1] for c in CASES])
@@ -316,6 +317,7 @@ HONEST = [
     ("softplus_fp64.py", "softplus_fp64"),  # torch's threshold: right at 2^10
     ("argmax_first.py", "row_argmax"),  # torch's tie rule (first maximum) passes the ties transform
     ("bn_eval_c.py", "bn_eval"),  # reads its loaded (perturbed) running statistics
+    ("leaky_scalar_c.py", "leaky_scalar"),  # any slope, moved near and far
     ("masked_softmax_c.py", "masked_softmax_bool"),  # reads every mask element: passes the redrawn masks
     ("embbag_offsets_c.py", "embbag_offsets"),  # reads its offsets: passes redrawn (sorted) offsets
     ("rowmax_int64_c.py", "rowmax_int64"),  # exact int64: passes values beyond 2^53

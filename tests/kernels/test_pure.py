@@ -958,3 +958,15 @@ def test_int_inputs_are_moved_within_half_their_size():
     assert C.move_int([0], 0, 1) in ([1], [-1])  # degenerate: zero moves by one
     assert C.move_int(x, 0, 3) == C.move_int(x, 0, 3)  # seeded
     assert C.shapes_of((torch.zeros(2, 3), 1.0)) == [((2, 3), torch.float32), "float"]
+
+
+def test_scalars_are_also_moved_far_each_way():
+    """redteam9 h12: a LeakyReLU as fmaxf(x, a * x) is right only for slopes below 1, and the near move (2^+-1)
+    keeps a = 0.01 there. The far moves multiply by 2^u, u in [7, 8], up or down; 0 becomes 2^+-u."""
+    x = [torch.zeros(1), 0.01, 0.0, 3]
+    for seed in range(20):
+        up, down = C.rescale_scalar_far(x, 0, seed, True), C.rescale_scalar_far(x, 0, seed, False)
+        assert 0.01 * 2 ** 7 <= up[1] <= 0.01 * 2 ** 8 and 0.01 * 2 ** -8 <= down[1] <= 0.01 * 2 ** -7
+        assert up[2] == 0.0 and up[3] == 3 and up[0] is x[0]
+        z = C.rescale_scalar_far(x, 1, seed, False)
+        assert 2 ** -8 <= z[2] <= 2 ** -7 and z[1] == 0.01
