@@ -3,7 +3,10 @@
 **Tolerance.** An element passes when ``|a - e| <= atol * s + rtol * |e|`` where ``s`` is the root mean
 square of the reference tensor's finite values: the bound scales with the output (a softmax whose outputs
 are ~1e-3 is held to ~1e-7 absolute, not to 1e-4), and a linear kernel that is right at one scale is right
-at every scale. The budget is per dtype: float64 (and complex128) far tighter than float32 (and complex64),
+at every scale. Where the harness has a float64 reference, ``atol * s`` is replaced by each element's own term
+(:func:`element_scales`, :func:`_absolute`): its sensitivity to rounding-sized moves of its inputs and weights
+(at least 2^-7 of its row's rms, at most ``s``) plus twice the reference's own error there, so a row 10^6 times
+quieter than the loudest is not free (redteam8 h04). The budget is per dtype: float64 (and complex128) far tighter than float32 (and complex64),
 so an fp64 problem computed in fp32 fails; complex numbers compare by complex magnitude. NaN must sit where
 the reference has NaN and infinities must match exactly. Integer and bool outputs compare exactly.
 
@@ -82,9 +85,11 @@ EDGE_ROWS = 8  # ``empty``/``dense``: one last-dim row in EDGE_ROWS (at least on
 OUTLIER_LADDER = (1024.0, 256.0, 64.0, 16.0)  # outlier magnitudes in units of the row's rms, the largest admitted
 OUTLIERS_PER_ROW = 2
 SCALAR_MOVES = (1.0, 0.5, 0.25)  # Python-float inputs: fractions of the drawn log2 move, the largest admitted is used
+SCALAR_FAR = (7.0, 8.0)  # ... and a far move each way, by 2^u with u drawn in this range, where the reference is defined
 PARAM_SHRINK = (1 / 2, 1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64)  # a refused weight move is retried at these fractions
 PARAM_NOISE = 0.5  # weights: p + PARAM_NOISE * rms(p) * randn (rms 0, e.g. a zero bias: rms taken as 1)
 PERTURB_ELEMENTS = 8
+QUIET_SHARE, QUIET_SCALE = 1 / 16, 2.0 ** -16  # buffers: this share of the elements also scaled by this (near-dead)
 
 
 def tolerance_for(dtype_name: str, preset: str = "default", atol: float | None = None, rtol: float | None = None,
@@ -113,13 +118,16 @@ def scale_of(t) -> float:
     x = t.detach()
     x = x.abs() if x.is_complex() else x
     x = x.double()
-    x = x[torch.isfinite(x)]
+    fin = torch.isfinite(x)
+    if not bool(fin.all()):
+        x = x[fin]
     return float(x.pow(2).mean().sqrt()) if x.numel() else 0.0
 
 
-def mismatches(expected, actual, atol: float, rtol: float) -> tuple[int, float]:
+def mismatches(expected, actual, atol: float, rtol: float, scales=None) -> tuple[int, float]:
     """Pure: (elements outside ``|a - e| <= atol * rms(e) + rtol * |e|``, max finite |a - e|). NaN only
-    matches NaN, an infinity only the same infinity."""
+    matches NaN, an infinity only the same infinity. ``scales`` (:func:`element_scales`) replaces the
+    tensor-wide ``atol * rms(e)`` by each element's own absolute budget."""
     import torch
 
     e, a = expected.detach(), actual.detach()
@@ -127,10 +135,14 @@ def mismatches(expected, actual, atol: float, rtol: float) -> tuple[int, float]:
         e, a = e.to(torch.complex128), a.to(torch.complex128)
     else:
         e, a = e.double(), a.double()
-    s = scale_of(e)
+    absolute = _absolute(expected, atol, scales)
     diff = (a - e).abs()
+    if bool(torch.isfinite(diff).all()):  # both finite everywhere (the common case): the bound alone decides
+        bound = e.abs().mul_(rtol).add_(absolute)
+        bad = int((diff > bound).sum())
+        return bad, (float(diff.max()) if diff.numel() else 0.0)
     fin = torch.isfinite(e.real) & torch.isfinite(e.imag) if e.is_complex() else torch.isfinite(e)
-    ok = (diff <= atol * s + rtol * e.abs()) & fin  # an infinity matches only itself
+    ok = (diff <= absolute + rtol * e.abs()) & fin  # an infinity matches only itself
     if e.is_complex():
         ok |= (a == e)
         nan_e, nan_a = torch.isnan(e.real) | torch.isnan(e.imag), torch.isnan(a.real) | torch.isnan(a.imag)
@@ -147,13 +159,179 @@ def mismatches(expected, actual, atol: float, rtol: float) -> tuple[int, float]:
     return bad, maxdiff
 
 
+SENSITIVITY_DRAWS = 4  # k: the element's sensitivity is the rms over k draws (chi^2_4: below 0.1 x its own with p ~ 2e-4,
+# where the row floor and the honest kernels' own ~1e-6 relative error leave a 10x margin; k = 2 passed the battery too)
+SENSITIVITY_DELTA = 2.0 ** -20  # relative size of each draw's move of every floating input, weight and buffer
+REFERENCE_ERROR_FACTOR = 2.0  # |e - e64| x this: a kernel as accurate as the reference (or more) always passes
+# an element's sensitivity is taken as at least this fraction of its last-dim row's rms: an honest kernel's
+# intermediates can cancel where its inputs do not (tanh as 1 - 2/(exp(2x)+1) near 0, 1 + erf(x) in a GELU, m + lse
+# in a log-softmax), erring by a few ulps of the row's scale; 2^-7 of atol (1e-4) is ~13 fp32 ulps of it
+ROW_FLOOR = 2.0 ** -7
+
+
+def element_scales(expected, e64, sumsq, k: int, delta: float = SENSITIVITY_DELTA):
+    """Pure: each element's (sensitivity, reference error), stacked as a float64 tensor of shape
+    ``(2, *expected.shape)``, from which :func:`mismatches` takes each element's own absolute budget
+    ``min(atol * max(sigma, ROW_FLOOR * rms(row)), atol * rms(e)) + 2 * |e - e64| + tiny`` in place of the
+    tensor-wide ``atol * rms(e)``.
+
+    ``sigma`` is the element's sensitivity to rounding-sized moves of everything it is computed from: ``sumsq``
+    is the sum over ``k`` moves of every floating input and weight by ``x * (1 + delta * z)`` (:func:`moved_relative`)
+    of the float64 reference's squared change there (:func:`squared_change`), and ``sigma = sqrt(sumsq / k) / delta``.
+    For a sum of terms it is the root sum of squares of the terms, the scale at which any order of fp32 rounding
+    errs. So an element's budget is set by what that element is made of, not by the tensor's rms: a kernel
+    that drops a row whose inputs are 10^-8 of the tensor's largest (redteam8 h04) is wrong by ~100% of that
+    row, far outside it, while an element that is small by cancellation keeps the budget its terms give.
+    ``|e - e64|`` is the reference's own error there (an fp32 ``1 - sigmoid(x)`` that rounds to 0): a kernel at
+    least as accurate as the reference passes. Where the float64 reference is not finite both are 0 (the
+    comparison's NaN/inf rules decide there); where a move crossed an overflow the element is that ill-conditioned
+    and its sensitivity is infinite. The sensitivity term never exceeds the tensor-wide ``atol * rms(e)``: it only
+    tightens (a one-pass variance, wrong by ~64 ulps of its ill-conditioned inputs on the ``shift`` round, stays
+    caught); only the reference's own error can loosen an element beyond it (an fp32 ``1 - sigmoid(x)`` near 1,
+    rounded to steps of 6e-8 on outputs of 1e-6: an accurate ``sigmoid(-x)`` is wrong by a step)."""
+    import torch
+
+    e = expected.detach()
+    cplx = e.is_complex()
+    r = e64.detach().to(torch.complex128) if cplx else e64.detach().double()
+    out = torch.empty((2,) + tuple(r.shape), dtype=torch.float64)
+    sig, err = out[0], out[1]
+    if k:
+        torch.div(sumsq, k * delta * delta, out=sig).sqrt_()
+    else:
+        sig.zero_()
+    if cplx:
+        err.copy_((e.to(r.dtype) - r).abs())
+    else:
+        torch.sub(e.to(r.dtype), r, out=err).abs_()
+    if not bool(torch.isfinite(out).all()):  # rare: overflowed moves or a non-finite reference
+        fin = torch.isfinite(r.real) & torch.isfinite(r.imag) if cplx else torch.isfinite(r)
+        sig.copy_(torch.where(fin, torch.nan_to_num(sig, nan=math.inf, posinf=math.inf), torch.zeros_like(sig)))
+        err.copy_(torch.where(torch.isfinite(err), err, torch.zeros_like(err)))
+    return out
+
+
+def squared_change(e64: Any, moved: Any) -> Any:
+    """Pure: ``|moved - e64|^2`` (float64) for every floating/complex tensor of the float64 reference's output
+    ``e64`` (``moved``: its output after a move, same structure), None for every other leaf."""
+    import torch
+
+    if isinstance(e64, torch.Tensor):
+        if (e64.is_floating_point() or e64.is_complex()) and isinstance(moved, torch.Tensor) and moved.shape == e64.shape:
+            d = moved.detach() - e64.detach()
+            d = d.abs() if d.is_complex() else d.double()
+            return d.mul_(d)
+        return None
+    if isinstance(e64, (list, tuple)) and isinstance(moved, (list, tuple)) and len(moved) == len(e64):
+        return [squared_change(v, moved[i]) for i, v in enumerate(e64)]
+    if isinstance(e64, dict) and isinstance(moved, dict) and set(moved) == set(e64):
+        return {k: squared_change(v, moved[k]) for k, v in e64.items()}
+    return None
+
+
+def add_tree(acc: Any, x: Any) -> Any:
+    """Pure: leafwise ``acc + x`` over two structures of tensors (None: the other one; a None leaf stays None)."""
+    import torch
+
+    if acc is None:
+        return x
+    if isinstance(acc, torch.Tensor):
+        return acc + x if isinstance(x, torch.Tensor) else None
+    if isinstance(acc, list) and isinstance(x, list):
+        return [add_tree(a, b) if a is not None else None for a, b in zip(acc, x)]
+    if isinstance(acc, dict) and isinstance(x, dict):
+        return {k: add_tree(v, x.get(k)) if v is not None else None for k, v in acc.items()}
+    return None
+
+
+def moved_relative(x: Any, gen, delta: float = SENSITIVITY_DELTA) -> Any:
+    """Pure given ``gen``: every floating (complex) tensor of ``x`` times ``1 + delta * z``, z zero-mean with unit
+    variance per element (uniform on [-sqrt 3, sqrt 3]: a sum of many such terms is as normal as a sum of normals,
+    at a fraction of the cost of normals on a 16 MB input; complex: real and imaginary parts, each over sqrt 2),
+    drawn from ``gen`` in order; everything else as it is."""
+    import torch
+
+    a = delta * math.sqrt(3.0)
+    if isinstance(x, torch.Tensor):
+        if x.is_floating_point():
+            return torch.addcmul(x, x, torch.empty(x.shape, dtype=x.dtype).uniform_(-a, a, generator=gen))
+        if x.is_complex():
+            real = torch.float64 if x.dtype == torch.complex128 else torch.float32
+            b = a / math.sqrt(2.0)
+            z = torch.complex(torch.empty(x.shape, dtype=real).uniform_(-b, b, generator=gen),
+                              torch.empty(x.shape, dtype=real).uniform_(-b, b, generator=gen))
+            return torch.addcmul(x, x, z.to(x.dtype))
+        return x
+    if isinstance(x, (list, tuple)):
+        return type(x)(moved_relative(v, gen, delta) for v in x)
+    if isinstance(x, dict):
+        return {k: moved_relative(v, gen, delta) for k, v in x.items()}
+    return x
+
+
+def scales_tree(expected: Any, e64: Any, sumsq: Any, k: int, delta: float = SENSITIVITY_DELTA) -> Any:
+    """Pure: ``expected``'s structure with :func:`element_scales` for each floating/complex tensor (from the
+    float64 reference ``e64`` and the summed :func:`squared_change` of ``k`` moves, same structure), None for
+    every other leaf."""
+    import torch
+
+    if isinstance(expected, torch.Tensor):
+        if (expected.is_floating_point() or expected.is_complex()) and isinstance(e64, torch.Tensor) \
+                and e64.shape == expected.shape and (k == 0 or isinstance(sumsq, torch.Tensor)):
+            return element_scales(expected, e64, sumsq, k, delta)
+        return None
+    if isinstance(expected, (list, tuple)) and isinstance(e64, (list, tuple)) and len(e64) == len(expected):
+        return [scales_tree(v, e64[i], sumsq[i] if isinstance(sumsq, list) else None, k, delta)
+                for i, v in enumerate(expected)]
+    if isinstance(expected, dict) and isinstance(e64, dict) and set(e64) == set(expected):
+        return {key: scales_tree(v, e64[key], sumsq.get(key) if isinstance(sumsq, dict) else None, k, delta)
+                for key, v in expected.items()}
+    return None
+
+
+def _absolute(e, atol: float, scales):
+    """The absolute term of the budget: tensor-wide ``atol * rms(e)``, or each element's own (:func:`element_scales`):
+    ``min(atol * max(sigma, ROW_FLOOR * rms(row)), atol * rms(e)) + 2 * |e - e64| + tiny``."""
+    import torch
+
+    tensor = atol * scale_of(e)
+    if scales is None:
+        return tensor
+    real = {torch.complex64: torch.float32, torch.complex128: torch.float64, torch.complex32: torch.float16}
+    tiny = torch.finfo(real.get(e.dtype, e.dtype)).tiny  # the dtype's smallest normal: a flush-to-zero kernel
+    own = row_rms(e).mul_(ROW_FLOOR)
+    torch.maximum(own, scales[0], out=own)
+    return own.mul_(atol).clamp_(max=tensor).add_(scales[1], alpha=REFERENCE_ERROR_FACTOR).add_(tiny)
+
+
+def row_rms(e):
+    """Pure: each element's last-dim row's rms (of its finite values, complex by magnitude), broadcast to ``e``'s
+    shape, float64; a 0-d tensor is its own row."""
+    import torch
+
+    x = e.detach()
+    x = (x.abs() if x.is_complex() else x).double()
+    if x.dim() == 0:
+        x = x.reshape(1)
+    fin = torch.isfinite(x)
+    if bool(fin.all()):
+        r = x.pow(2).mean(-1, keepdim=True).sqrt_()
+    else:
+        sq = torch.where(fin, x * x, torch.zeros_like(x))
+        r = (sq.sum(-1, keepdim=True) / fin.sum(-1, keepdim=True).clamp(min=1)).sqrt()
+    return r.expand_as(x).reshape(e.shape).clone()
+
+
 def compare(expected: Any, actual: Any, preset: str = "default", atol: float | None = None, rtol: float | None = None,
-            path: str = "out", reduced_precision: bool = False, leaf_dtype: Any = "float64") -> tuple[str | None, str, float]:
+            path: str = "out", reduced_precision: bool = False, leaf_dtype: Any = "float64",
+            floors: Any = None) -> tuple[str | None, str, float]:
     """Compare nested outputs. Returns (finding code or None, message, max abs diff). Exact container
     types, shapes and dtypes; values with :func:`mismatches`. A Python-float leaf gets the budget of
     ``leaf_dtype``, the precision the reference computed it in (see :func:`leaf_dtypes`): a float32 mean
     returned with ``.item()`` is float32-accurate, whatever Python's float can hold. ``leaf_dtype`` is one
-    dtype name for every leaf, or a mapping from a leaf's path (``"out"``, ``"out[1]"``) to its dtype name."""
+    dtype name for every leaf, or a mapping from a leaf's path (``"out"``, ``"out[1]"``) to its dtype name.
+    ``floors``: None (every tensor gets ``atol * rms``), or ``expected``'s structure with each floating tensor's
+    :func:`element_scales` (each element's own budget), or None where it has none."""
     import torch
 
     if type(actual) is not type(expected):
@@ -166,10 +344,14 @@ def compare(expected: Any, actual: Any, preset: str = "default", atol: float | N
             return None, "", 0.0
         if expected.is_floating_point() or expected.is_complex():
             a, r = tolerance_for(str(expected.dtype).replace("torch.", ""), preset, atol, rtol, reduced_precision)
-            bad, maxdiff = mismatches(expected, actual, a, r)
+            floor = floors if isinstance(floors, torch.Tensor) else None
+            if floor is not None and floor.shape[1:] != expected.shape:
+                raise ValueError(f"{path}: element scales of shape {tuple(floor.shape)} for an output of {tuple(expected.shape)}")
+            bad, maxdiff = mismatches(expected, actual, a, r, floor)
             if bad:
+                how = f"atol={a:g}*rms" if floor is None else f"atol={a:g}*each element's sensitivity"
                 return ("output_mismatch", f"{path}: {bad}/{expected.numel()} elements differ (max abs diff {maxdiff:.3g}, "
-                        f"output rms {scale_of(expected):.3g}, atol={a:g}*rms, rtol={r:g})", maxdiff)
+                        f"output rms {scale_of(expected):.3g}, {how}, rtol={r:g})", maxdiff)
             return None, "", maxdiff
         if not torch.equal(actual, expected):
             n = int((actual != expected).sum())
@@ -180,7 +362,8 @@ def compare(expected: Any, actual: Any, preset: str = "default", atol: float | N
             return "output_type", f"{path}: length {len(actual)} != {len(expected)}", math.inf
         worst = 0.0
         for i, (e, a) in enumerate(zip(expected, actual)):
-            code, msg, d = compare(e, a, preset, atol, rtol, f"{path}[{i}]", reduced_precision, leaf_dtype)
+            code, msg, d = compare(e, a, preset, atol, rtol, f"{path}[{i}]", reduced_precision, leaf_dtype,
+                                   floors[i] if isinstance(floors, (list, tuple)) else None)
             if code:
                 return code, msg, d
             worst = max(worst, d)
@@ -190,7 +373,8 @@ def compare(expected: Any, actual: Any, preset: str = "default", atol: float | N
             return "output_type", f"{path}: keys {sorted(actual)} != {sorted(expected)}", math.inf
         worst = 0.0
         for k in expected:
-            code, msg, d = compare(expected[k], actual[k], preset, atol, rtol, f"{path}[{k!r}]", reduced_precision, leaf_dtype)
+            code, msg, d = compare(expected[k], actual[k], preset, atol, rtol, f"{path}[{k!r}]", reduced_precision, leaf_dtype,
+                                   floors.get(k) if isinstance(floors, dict) else None)
             if code:
                 return code, msg, d
             worst = max(worst, d)
@@ -474,8 +658,8 @@ def redraw(inputs: list, target: int, variant: str, seed: int) -> list:
 
 
 def scalar_targets(inputs: Any) -> list[int]:
-    """Pure: the Python floats among the inputs (not bools, not ints: an int is a size, a dim or a count more
-    often than a value), numbered in traversal order; a forward argument such as a temperature."""
+    """Pure: the Python floats among the inputs (not bools; ints: :func:`int_targets`), numbered in traversal
+    order; a forward argument such as a temperature."""
     out: list[int] = []
     k = [0]
 
@@ -492,6 +676,76 @@ def scalar_targets(inputs: Any) -> list[int]:
 
     walk(list(inputs))
     return out
+
+
+def int_targets(inputs: Any) -> list[int]:
+    """Pure: the Python ints among the inputs (not bools), numbered in traversal order: a shift, an offset, a
+    count passed to ``forward``. Moved by :func:`move_int` where the reference's output keeps its shapes (an int
+    that is a size or a dim changes them, or makes the reference raise, and is not moved)."""
+    out: list[int] = []
+    k = [0]
+
+    def walk(x):
+        if isinstance(x, int) and not isinstance(x, bool):
+            out.append(k[0])
+            k[0] += 1
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+
+    walk(list(inputs))
+    return out
+
+
+def move_int(inputs: list, target: int, seed: int, frac: float = 1.0) -> list:
+    """Pure: ``inputs`` with the ``target``-th Python int (:func:`int_targets`) moved by ``+-m``, m drawn from
+    ``seed`` in [1, max(1, frac * |x| / 2)] with a random sign; every other value as it is. A kernel that bakes in
+    the value it saw (a roll by 37) fails (redteam9 h03)."""
+    import random
+
+    rng = random.Random(seed)
+    sign = rng.choice((-1, 1))
+    k = [0]
+
+    def tr(x):
+        if isinstance(x, int) and not isinstance(x, bool):
+            i, k[0] = k[0], k[0] + 1
+            if i != target:
+                return x
+            return x + sign * rng.randint(1, max(1, int(frac * abs(x) / 2)))
+        if isinstance(x, (list, tuple)):
+            return type(x)(tr(v) for v in x)
+        if isinstance(x, dict):
+            return {key: tr(v) for key, v in x.items()}
+        return x
+
+    return [tr(v) for v in inputs]
+
+
+def rescale_scalar_far(inputs: list, target: int, seed: int, up: bool) -> list:
+    """Pure: ``inputs`` with the ``target``-th Python float (:func:`scalar_targets`) multiplied by 2^(+-u), u drawn
+    from ``seed`` uniformly in :data:`SCALAR_FAR` (up: +u; 0 becomes 2^(+-u)); every other value as it is. A kernel
+    right only on the scalar's neighbourhood (a LeakyReLU as ``fmaxf(x, a * x)``, right only for slopes below 1)
+    fails where the reference is still defined (redteam9 h12)."""
+    import random
+
+    u = random.Random(seed).uniform(*SCALAR_FAR) * (1.0 if up else -1.0)
+    k = [0]
+
+    def tr(x):
+        if isinstance(x, float):
+            i, k[0] = k[0], k[0] + 1
+            return (x * 2.0 ** u if x != 0 else 2.0 ** u) if i == target else x
+        if isinstance(x, (list, tuple)):
+            return type(x)(tr(v) for v in x)
+        if isinstance(x, dict):
+            return {key: tr(v) for key, v in x.items()}
+        return x
+
+    return [tr(v) for v in inputs]
 
 
 def rescale_scalar(inputs: list, target: int, seed: int, frac: float = 1.0) -> list:
@@ -583,14 +837,19 @@ def perturb_buffers(buffers: dict, seed: int, rel: float = PARAM_NOISE) -> dict:
     statistics) moved so that no init value can be assumed, decided by the values, never by names: an all-zero
     buffer (a running mean at init) plus ``rel * randn``; any other buffer times ``exp(rel * randn)``, element by
     element, which keeps every element's sign, its zeros and its infinities (a running variance stays
-    positive, a 0/1 or 0/-inf mask keeps its support). Drawn from ``seed`` in name order; other values returned
-    as they are."""
+    positive, a 0/1 or 0/-inf mask keeps its support), and one element in 16 (:data:`QUIET_SHARE`) also times
+    2^-16: a near-dead channel, whose variance is of the order of BatchNorm's eps, so a kernel that drops eps is
+    wrong there (redteam9 h10: within the budget at variances of 0.2..5). Drawn from ``seed`` in name order;
+    other values returned as they are."""
     import torch
 
     def move(b, g):
         noise = torch.randn(b.shape, generator=g, dtype=torch.float64)
         x = b.detach().cpu().to(torch.complex128 if b.is_complex() else torch.float64)
-        return x + rel * noise if bool((x == 0).all()) else x * torch.exp(rel * noise)
+        if bool((x == 0).all()):
+            return x + rel * noise
+        quiet = torch.rand(b.shape, generator=g, dtype=torch.float64) < QUIET_SHARE
+        return x * torch.exp(rel * noise) * torch.where(quiet, QUIET_SCALE, 1.0)
 
     return _moved(buffers, seed, move)
 
@@ -837,6 +1096,55 @@ def _tensors(x: Any):
     elif isinstance(x, dict):
         for v in x.values():
             yield from _tensors(v)
+
+
+def owned_copy(x: Any) -> Any:
+    """Pure: ``x`` with every tensor cloned (detached) and every tuple subclass (``torch.return_types.sort``, a
+    namedtuple) a plain tuple, lists and dicts rebuilt: what the harness keeps of a reference call's inputs and
+    outputs. A reference that works in place on its inputs (``x.mul_(w)``) or returns a tensor it owns (an
+    ``out=`` buffer, reused on every call) changes neither the round's inputs nor an earlier expected value, and
+    a structseq output compares with the plain tuple a worker's output is rebuilt as (redteam9 p01, p02, p06)."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone()
+    if isinstance(x, (list, tuple)):
+        items = [owned_copy(v) for v in x]
+        return items if isinstance(x, list) else tuple(items)
+    if isinstance(x, dict):
+        return {k: owned_copy(v) for k, v in x.items()}
+    return x
+
+
+def same_tensors(a: Any, b: Any) -> bool:
+    """Pure: do two structures hold tensors with equal values, bit for bit (NaN equal to NaN)?"""
+    import torch
+
+    ta, tb = list(_tensors(a)), list(_tensors(b))
+    if len(ta) != len(tb):
+        return False
+    for x, y in zip(ta, tb):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if x.is_floating_point() or x.is_complex():
+            if not bool(((x == y) | (torch.isnan(x) & torch.isnan(y))).all()):
+                return False
+        elif not torch.equal(x, y):
+            return False
+    return True
+
+
+def shapes_of(x: Any) -> list:
+    """Pure: the (shape, dtype) of every tensor of a structure, in order, and the type of every other leaf."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return [(tuple(x.shape), x.dtype)]
+    if isinstance(x, (list, tuple)):
+        return [s for v in x for s in shapes_of(v)]
+    if isinstance(x, dict):
+        return [s for v in x.values() for s in shapes_of(v)]
+    return [type(x).__name__]
 
 
 def has_float(x: Any) -> bool:

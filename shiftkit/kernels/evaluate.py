@@ -141,6 +141,9 @@ class Result:
     inconclusive: bool = False  # a paired interval straddled a threshold after the whole sample budget
     paired: dict = field(default_factory=dict)  # per baseline: speedup, CI, decision, rounds
     rounds: list[dict] = field(default_factory=list)  # the correctness rounds: what each was, and its verdict
+    # how floating outputs were compared: "per-element" (each element's budget from its own sensitivity,
+    # correctness.element_scales) or "per-tensor: <why>" (atol x the output's rms, where no float64 reference runs)
+    tolerance: str = ""
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -193,7 +196,7 @@ def admit_problem(problem: KernelProblem, config: EvalConfig) -> list[Finding]:
         return _ADMISSION[key]
     model = problem.make_model(config.seed)
     with torch.no_grad():
-        outs = [model(*problem.inputs(config.seed + 7919 * k)) for k in range(2)]
+        outs = [C.owned_copy(model(*problem.inputs(config.seed + 7919 * k))) for k in range(2)]
     atol, rtol = C.tolerance_for(_first_dtype(outs[0]), config.tolerance, config.atol, config.rtol)
     found = []
     d = C.degeneracy(outs[0], atol, rtol)
@@ -362,6 +365,7 @@ def _share_message(counts: dict[str, int], share: float, share_max: float, where
                   f"{100 * share_max:.0f}% is allowed")
 
 
+SCALED_TIMED = 4  # one natural timed round in this many (drawn from the secret) gets per-element budgets (_scales)
 INTERP_ALLOWANCE = 2.0  # the candidate's interpreter code per round counts as runtime up to this multiple of eager's
 
 
@@ -463,6 +467,8 @@ class _Evaluation:
         self.spot_kinds: list[tuple[str, Any]] = []
         self.leaf_dtype = "float64"
         self.ref_alias: list[bool] = []  # per output leaf: is the reference's output a view of its inputs (plan)
+        self._n_scales = 0  # element-scale computations so far: each draws its moves from its own seed
+        self.inputs_writable = False  # the reference writes into its inputs (plan): every party gets writable copies
 
     @property
     def model(self):
@@ -500,7 +506,7 @@ class _Evaluation:
                 x = _to(self.p.inputs(self.seed("trial", 0)), self.device)
                 try:
                     with torch.no_grad():
-                        before = _cpu(model(*x))
+                        before = _cpu(C.owned_copy(model(*C.owned_copy(x))))
                 except Exception:  # noqa: BLE001 - the reference fails unperturbed: nothing to keep defined
                     return False
             return True
@@ -508,7 +514,7 @@ class _Evaluation:
         def defined() -> bool:
             try:
                 with torch.no_grad():
-                    return C.finite_where(_cpu(model(*x)), before)
+                    return C.finite_where(_cpu(model(*C.owned_copy(x))), before)
             except Exception:  # noqa: BLE001 - values the model cannot take
                 return False
 
@@ -645,6 +651,7 @@ class _Evaluation:
         inductor = c.cache / "inductor"
         inductor.mkdir(parents=True, exist_ok=True)
         setup = {"mode": mode, "backend": c.backend, "device": self.device, "threads": c.threads,
+                 "inputs_writable": self.inputs_writable,
                  "layout": self.s.layout if cand else "", "python_name": self.s.python_name if cand else "",
                  "builds": entries, "isolate": self.isolate, "mem_mb": c.mem_limit_mb if cand else 0,
                  "cpu_s": int(c.timeout_s * 2) + 30, "max_output_bytes": c.max_output_bytes if cand else 1 << 30,
@@ -700,10 +707,12 @@ class _Evaluation:
                 w.kill()
 
     # -- one candidate round, checked
-    def run(self, w: Worker, inputs, expected, where: str, code: str | None = None, block_ops: bool = False):
+    def run(self, w: Worker, inputs, expected, where: str, code: str | None = None, block_ops: bool = False,
+            scales=None):
         """One round on ``w``; returns (RoundResult, output) or (RoundResult, None) after a finding.
         ``expected``: the reference output; every party (candidate and baselines alike) is asked for outputs
-        of its structure, so every party does the same work in the window; only the candidate's are compared."""
+        of its structure, so every party does the same work in the window; only the candidate's are compared,
+        with ``scales`` (:meth:`_scales`) giving each element its own budget."""
         in_lay, _ = shm.layout(list(inputs))
         out_lay = shm.mark_aliases(shm.layout(expected)[0], self.ref_alias)
         rr = w.round(list(inputs), in_lay, out_lay, block_ops)
@@ -727,7 +736,8 @@ class _Evaluation:
             return rr, None
         out = w.outputs(out_lay, h)
         code_, msg, diff = C.compare(expected, out, self.c.tolerance, self.c.atol, self.c.rtol,
-                                     reduced_precision=self.p.allow_reduced_precision, leaf_dtype=self.leaf_dtype)
+                                     reduced_precision=self.p.allow_reduced_precision, leaf_dtype=self.leaf_dtype,
+                                     floors=scales)
         if code_:
             self.add(Finding(code or code_, msg, "error", where))
             return rr, None
@@ -745,7 +755,11 @@ class _Evaluation:
         with torch.no_grad():
             x0 = _to(p.inputs(self.seed("trial", 0)), self.device)
             try:  # where the reference returns a view of its inputs (or its own weights, buffers), so may the candidate
-                self.ref_alias = shm.output_aliases(model(*x0), [x0, list(model.parameters()), list(model.buffers())])
+                x1 = C.owned_copy(x0)
+                self.ref_alias = shm.output_aliases(model(*x1), [x1, list(model.parameters()), list(model.buffers())])
+                # a reference that works in place on its inputs (x.mul_(w); return x): the parent's input region is
+                # read-only to every worker, so each party gets writable copies of it, refilled every round
+                self.inputs_writable = not C.same_tensors(x1, x0)
             except Exception:  # noqa: BLE001 - the reference fails: its rounds say so
                 self.ref_alias = []
             sources: list = []
@@ -762,11 +776,11 @@ class _Evaluation:
                 rounds.append({"kind": "own", "where": f"trial {k}", "inputs": x, "expected": exp})
             widest = C.leaf_dtype_of(rounds[0]["inputs"], list(model.state_dict().values()))
             leaves = any(True for _ in C.float_leaves(rounds[0]["expected"]))
-            if c.transforms or leaves:
-                try:
-                    self.m64 = copy.deepcopy(model).double()
-                except Exception:  # noqa: BLE001
-                    self.m64 = None
+            try:  # every round's element budgets (_scales), the transforms' checks and the leaves' precision
+                self.m64 = copy.deepcopy(model).double()
+            except Exception as e:  # noqa: BLE001
+                self.m64 = None
+                self.res.tolerance = f"per-tensor: the reference cannot be copied to float64 ({type(e).__name__})"
             # a Python-float leaf is held to the precision the reference computed it in, measured against the
             # float64 reference on the own trials and never tighter than the tensor it was read from
             self.leaf_dtype = C.leaf_dtypes([r["expected"] for r in rounds], [self._reference64(r["inputs"]) for r in rounds],
@@ -806,7 +820,10 @@ class _Evaluation:
             rounds.append({"kind": "repeat", "where": "determinism", "inputs": rounds[0]["inputs"],
                            "expected": rounds[0]["expected"], "repeat": True})
         late = [r for r in rounds if r.get("after_repeat")]  # the near-repeat comes last, after the exact repeat
-        return [r for r in rounds if not r.get("after_repeat")] + late
+        rounds = [r for r in rounds if not r.get("after_repeat")] + late
+        for r in rounds:  # each element's own budget (correctness.element_scales), for every round compared
+            r["scales"] = rounds[0]["scales"] if r.get("repeat") else self._scales(r["inputs"], r["expected"])
+        return rounds
 
     def _plan_discrete(self, base: dict, rounds: list[dict]) -> None:
         """Every integer and bool input varied on its own, within the domain its values show
@@ -838,7 +855,9 @@ class _Evaluation:
         """Every Python-float input (:func:`C.scalar_targets`: a temperature, an epsilon passed to ``forward``)
         moved on its own by a factor 2^(+-u) from the secret (:func:`C.rescale_scalar`), the largest fraction of
         the move on which the reference is well defined; a correctness round and a spot kind each (redteam7 h08:
-        a kernel that baked in tau = 0.5 passed, since only tensors were ever varied)."""
+        a kernel that baked in tau = 0.5 passed, since only tensors were ever varied); and far each way
+        (:func:`C.rescale_scalar_far`, x 2^(+-7..8)), a correctness round each where the reference is defined there
+        (redteam9 h12: a LeakyReLU right only for slopes below 1)."""
         for t in C.scalar_targets(base["inputs"]):
             for frac in C.SCALAR_MOVES:
                 x = C.rescale_scalar(base["inputs"], t, self.seed("scalar", t), frac)
@@ -847,6 +866,22 @@ class _Evaluation:
                     continue
                 rounds.append({"kind": "scalar", "where": f"scalar {t} moved inputs", "inputs": x, "expected": exp})
                 self.spot_kinds.append(("scalar", (t, frac)))
+                break
+            for up in (True, False):  # far each way (x 2^7..2^8), each a round where the reference is defined there
+                x = C.rescale_scalar_far(base["inputs"], t, self.seed("scalar_far", 2 * t + up), up)
+                exp = self._checked_reference(x)
+                if exp is not None:
+                    rounds.append({"kind": "scalar", "where": f"scalar {t} moved far {'up' if up else 'down'} inputs",
+                                   "inputs": x, "expected": exp})
+        # Python ints (a shift, an offset; redteam9 h03 baked in a roll by 37): moved where the reference's output
+        # keeps its shapes and dtypes (a size or a dim changes them, or makes the reference raise: not moved)
+        for t in C.int_targets(base["inputs"]):
+            for frac in C.SCALAR_MOVES:
+                x = C.move_int(base["inputs"], t, self.seed("int", t), frac)
+                exp = self._checked_reference(x)
+                if exp is None or C.shapes_of(exp) != C.shapes_of(base["expected"]):
+                    continue
+                rounds.append({"kind": "scalar", "where": f"int {t} moved inputs", "inputs": x, "expected": exp})
                 break
 
     def _shapes_value_independent(self, x, expected) -> bool:
@@ -913,7 +948,7 @@ class _Evaluation:
         import torch
 
         with torch.no_grad():
-            return _cpu(self.model(*_to(x, self.device)))
+            return _cpu(C.owned_copy(self.model(*_to(C.owned_copy(x), self.device))))
 
     def _reference64(self, x):
         """The float64 reference's output on ``x`` (inputs and weights in float64), or None where it has none."""
@@ -923,9 +958,47 @@ class _Evaluation:
             return None
         try:
             with torch.no_grad():
-                return _cpu(self.m64(*_to(_double(x), self.device)))
+                return _cpu(C.owned_copy(self.m64(*_to(C.owned_copy(_double(x)), self.device))))
         except Exception:  # noqa: BLE001 - the model has no fp64 path
             return None
+
+    def _scales(self, x, e):
+        """Each floating output's element scales on ``x`` (:func:`C.scales_tree`): the float64 reference and
+        :data:`C.SENSITIVITY_DRAWS` runs of it with every floating input and weight moved by a rounding-sized
+        relative amount (:func:`C.moved_relative`; buffers are not moved: a float mask's 1 or a table is structure,
+        and a product's terms move with its input). None where the reference has no float64 path: every round
+        then keeps the tensor-wide budget, and :attr:`Result.tolerance` says so."""
+        import torch
+
+        if not C.has_float(e):
+            return None
+        e64 = self._reference64(x)
+        if e64 is None:
+            if not self.res.tolerance.startswith("per-tensor"):
+                self.res.tolerance = "per-tensor: the reference has no float64 path"
+            return None
+        self._n_scales += 1
+        gen = torch.Generator().manual_seed(self.seed("sensitivity", self._n_scales))
+        params = [t for t in self.m64.parameters() if t.is_floating_point() or t.is_complex()]
+        saved = [t.detach().clone() for t in params]
+        sumsq = None
+        try:
+            with torch.no_grad():
+                for _ in range(C.SENSITIVITY_DRAWS):
+                    for t, v in zip(params, saved):
+                        t.copy_(C.moved_relative(v, gen))
+                    out = _cpu(self.m64(*_to(C.owned_copy(C.moved_relative(_double(x), gen)), self.device)))
+                    sumsq = C.add_tree(sumsq, C.squared_change(e64, out))
+        except Exception as err:  # noqa: BLE001 - a float64 reference that fails on moved inputs: said, not hidden
+            self.res.tolerance = f"per-tensor: the float64 reference failed on moved inputs ({type(err).__name__})"
+            return None
+        finally:
+            with torch.no_grad():
+                for t, v in zip(params, saved):
+                    t.copy_(v)
+        if not self.res.tolerance:
+            self.res.tolerance = "per-element"
+        return C.scales_tree(e, e64, sumsq, C.SENSITIVITY_DRAWS)
 
     def _well_defined(self, x, exp) -> bool:
         e64 = self._reference64(x)
@@ -948,7 +1021,8 @@ class _Evaluation:
         w = self.worker("candidate", in_max, cpus)
         first = None
         for r in rounds:
-            _, out = self.run(w, r["inputs"], r["expected"], r["where"], r.get("code"), block_ops=c.block_ops)
+            _, out = self.run(w, r["inputs"], r["expected"], r["where"], r.get("code"), block_ops=c.block_ops,
+                              scales=r["scales"])
             res.rounds.append({"kind": r["kind"], "where": r["where"], "ok": out is not None})
             if out is None:
                 if r.get("repeat"):
@@ -983,6 +1057,7 @@ class _Evaluation:
         thr = threshold(c.margin)
         x0 = p.inputs(self.seed("warmup", 0))
         e0 = self.reference(x0)
+        s0 = self._scales(x0, e0)
         in_size = shm.nbytes(list(x0))
         flush = torch.empty(max(1, _flush_bytes(c) // 4), dtype=torch.float32) if _flush_bytes(c) else None
         done_blocks, paired, block_info = [], [], []
@@ -1006,7 +1081,7 @@ class _Evaluation:
                     kept = dict(parties)
             for name, w in parties.items():  # equal warm-up; the compile baseline compiles here
                 for k in range(c.warmup):
-                    _, out = self.run(w, x0, e0, f"warm-up {k}", "timed_output_mismatch")
+                    _, out = self.run(w, x0, e0, f"warm-up {k}", "timed_output_mismatch", scales=s0)
                     if name == "candidate" and out is None:
                         return
             bw = {n: [] for n in parties}
@@ -1031,6 +1106,10 @@ class _Evaluation:
                         x, what = xs, f" ({name} inputs)"
                 if e is None:
                     e = self.reference(x)
+                # each element's own budget on every spot round and on a secret 1 in SCALED_TIMED of the natural
+                # ones (computed out of the clock, before any party runs); the rest keep the tensor-wide budget:
+                # a kernel wrong only where the per-element budget sees it cannot tell which rounds those are
+                sc = self._scales(x, e) if (j in spots or self.seed("budget", rnd) % SCALED_TIMED == 0) else None
                 prev = x
                 io_bytes = io_bytes or shm.nbytes(list(x)) + shm.nbytes(e)
                 k = rnd % len(names)
@@ -1040,7 +1119,7 @@ class _Evaluation:
                 for name in order:
                     if flush is not None:
                         _flush(flush, cpus)
-                    rr, out = self.run(parties[name], x, e, f"timed call {rnd}{what}", "timed_output_mismatch")
+                    rr, out = self.run(parties[name], x, e, f"timed call {rnd}{what}", "timed_output_mismatch", scales=sc)
                     if name == "candidate" and out is None:
                         return
                     bw[name].append(rr.wall_ns)

@@ -194,14 +194,34 @@ class Server:
         inputs = self._input(h["inputs"])
         if not isinstance(inputs, list):
             inputs = [inputs]
+        copies: list = []
+        if self.setup.get("inputs_writable"):  # the reference writes its inputs: every party gets writable copies
+            inputs = self._writable(inputs, copies)
         ol = h["outputs"]
         fast = (torch.Size(ol["shape"]), getattr(torch, ol["dtype"])) if ol["t"] == "tensor" else None
-        self.layouts[int(h["id"])] = (inputs, ol, fast)
+        self.layouts[int(h["id"])] = (inputs, ol, fast, copies)
         return {"ok": True}
+
+    def _writable(self, x, copies: list):
+        """``x`` with every tensor view of the (read-only) input region replaced by a writable twin; ``copies``
+        gets (twin address, view address, bytes): each round refills the twins by ``memmove`` before the call,
+        for every party alike (the eager party's own in-place reference does the same work)."""
+        if isinstance(x, torch.Tensor):
+            t = torch.empty_like(x)
+            if x.numel():
+                copies.append((t.data_ptr(), x.data_ptr(), x.numel() * x.element_size()))
+            return t
+        if isinstance(x, (list, tuple)):
+            return type(x)(self._writable(v, copies) for v in x)
+        if isinstance(x, dict):
+            return {k: self._writable(v, copies) for k, v in x.items()}
+        return x
 
     def round(self, h: dict) -> dict:
         self.keep = []  # the parent read the last round's outputs while this tree was frozen
-        inputs, ol, fast = self.layouts[h["lay"]]
+        inputs, ol, fast, copies = self.layouts[h["lay"]]
+        for dst, src, n in copies:  # this round's inputs into the writable twins (inputs_writable only)
+            ctypes.memmove(dst, src, n)
         if self.device != "cpu":
             inputs = self._to_device(inputs)
         with torch.no_grad():

@@ -298,3 +298,44 @@ def test_libc_called_by_the_interpreter_counts_with_the_interpreter(tmp_path):
     m = sum(mv_libc.values())
     assert m > 200 and mv_libc["interp"] >= 0.9 * m, mv_libc  # libpython called memcpy: the interpreter's
     assert mv_interp >= 0.8 * mv["runtime"], (mv, mv_interp)
+
+
+# ----------------------------------------------------------------------------- no sibling calls (redteam8 hn01)
+
+TSRC = r"""
+#include <string.h>
+void copy_tail(char* dst, const char* src, long n) {
+    memcpy(dst, src, n);  /* the last statement: at -O2 and above a sibling call (jmp memcpy) unless refused */
+}
+"""
+
+TCHILD = r"""
+import ctypes, os, signal, sys, time, torch
+torch.set_num_threads(1)
+k = ctypes.CDLL(sys.argv[1])
+k.copy_tail.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+n = 8 << 20
+src, dst = bytearray(os.urandom(n)), bytearray(n)
+cs, cd = (ctypes.c_char * n).from_buffer(src), (ctypes.c_char * n).from_buffer(dst)
+print("ready", flush=True)
+sys.stdin.readline()
+t = time.process_time()
+while time.process_time() - t < 0.6:
+    k.copy_tail(ctypes.addressof(cd), ctypes.addressof(cs), n)
+os.kill(os.getpid(), signal.SIGSTOP)
+"""
+
+
+@_LIVE
+def test_a_kernel_ending_in_a_library_call_is_not_the_interpreters(tmp_path):
+    """An exported kernel whose last statement is ``memcpy`` (redteam8 hn01, a concatenation by two memcpy): at
+    -O2/-O3 gcc jumps to memcpy (a sibling call), so memcpy returns straight into ctypes' libffi and the caller
+    rule counted the kernel's copy as the interpreter's (half of hn01's work, past the interpreter's allowance:
+    interpreter_compute, -1). Every unit is compiled with the build's forced flags last
+    (``build.FORCED_CFLAGS``: ``-fno-optimize-sibling-calls``), here after ``-O3``: the copy stays runtime."""
+    from shiftkit.kernels.build import FORCED_CFLAGS
+
+    [(own, own_interp, _, _, own_libc)] = _sampled_phases(tmp_path, TSRC, ["-O3", *FORCED_CFLAGS], TCHILD, [], {}, 1)
+    n = sum(own_libc.values())
+    assert n > 200 and own_libc["other"] >= 0.9 * n, own_libc  # memcpy returns into the kernel: runtime
+    assert own_interp < 0.1 * own["runtime"], (own, own_interp)

@@ -176,6 +176,8 @@ FAMILIES = {
         # a Python-float leaf computed in float32 from bfloat16 inputs: held to float32, not to the inputs' bf16
         ("meansq_leaf_subsample", "meansq_leaf_bf16", {"output_mismatch"}, {}),
         ("scalar_input_baked", "smooth_max_tau", {"output_mismatch"}, {}),  # Python-float inputs moved (redteam7 h08)
+        ("bn_eps_dropped", "bn_eval", {"output_mismatch"}, {}),  # near-dead buffer elements (redteam9 h10)
+        ("leaky_fmax_slope_below_one", "leaky_scalar", {"output_mismatch"}, {}),  # scalars moved far (redteam9 h12)
     ],
     "5 the harness itself": [
         ("huge_line_error", SSC, {"compile_error"}, {}),  # bounded parser; a host file never comes back
@@ -202,7 +204,8 @@ WHERE = {"int16_lanes_int32": "int_wide inputs", "onepass_variance": "shift x", 
          "mask_prefix_assumed": "redraw density of input tensor 1", "embbag_uniform_offsets": "redraw range of input tensor 1",
          "rowmax_int64_lowword": "redraw far", "int32_accum_cumsum": "redraw full of input tensor 0",
          "mask_empty_row_sentinel": "redraw empty of input tensor 1", "tail_mod4_two": "drawn shape variant", "int64_via_fp64": "redraw far", "softmax_prefix_max": "outlier x",
-         "meansq_leaf_subsample": "trial ", "scalar_input_baked": "scalar 0 moved"}  # the leaf's own budget: the first own trial, not a transform
+         "meansq_leaf_subsample": "trial ", "scalar_input_baked": "scalar 0 moved",
+         "bn_eps_dropped": "trial 0", "leaky_fmax_slope_below_one": "scalar 0 moved far up"}  # the leaf's own budget: the first own trial, not a transform
 
 
 @pytest.mark.parametrize("family,sol,problem,codes,over", CASES, ids=[c[1] for c in CASES])
@@ -314,6 +317,7 @@ HONEST = [
     ("softplus_fp64.py", "softplus_fp64"),  # torch's threshold: right at 2^10
     ("argmax_first.py", "row_argmax"),  # torch's tie rule (first maximum) passes the ties transform
     ("bn_eval_c.py", "bn_eval"),  # reads its loaded (perturbed) running statistics
+    ("leaky_scalar_c.py", "leaky_scalar"),  # any slope, moved near and far
     ("masked_softmax_c.py", "masked_softmax_bool"),  # reads every mask element: passes the redrawn masks
     ("embbag_offsets_c.py", "embbag_offsets"),  # reads its offsets: passes redrawn (sorted) offsets
     ("rowmax_int64_c.py", "rowmax_int64"),  # exact int64: passes values beyond 2^53
@@ -394,6 +398,50 @@ def test_integer_buffers_are_redrawn_so_a_formula_cannot_stand_in():
     assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
     r = run(HON / "perm_buffer_c.py", "channel_perm")
     assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
+
+
+def test_each_element_is_held_to_its_own_budget_so_quiet_rows_cannot_be_dropped():
+    """redteam8 h04: rows whose inputs are below 2^-26 of the tensor's largest got the bias only; ~100% wrong in
+    those rows, but under 1e-4 x the rms of an output spanning many decades, so the tensor-wide budget passed it.
+    Each element's budget is now set by what it is made of (correctness.element_scales); the same product for
+    every token passes."""
+    r = run(SOL / "quiet_rows_bias_only.py", "token_linear")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    assert "each element's sensitivity" in r.reason, r.reason
+    r = run(HON / "token_linear_c.py", "token_linear")
+    assert r.correct and r.reward == 1.0 and r.tolerance == "per-element", (r.codes(None), r.reason, r.tolerance)
+    # the same, only in timed rounds (after 16 calls: the 15 correctness rounds and a warm-up): spot rounds and a
+    # secret share of the natural timed rounds are held to each element's budget too
+    r = run(SOL / "quiet_rows_when_timed.py", "token_linear", **PROFILE)
+    assert len(r.rounds) == 15 and all(x["ok"] for x in r.rounds), r.rounds  # every correctness round passed
+    assert r.reward == -1.0 and r.codes() == ["timed_output_mismatch"], (r.codes(None), r.reason)
+    assert "each element's sensitivity" in r.reason, r.reason
+
+
+def test_references_that_write_their_inputs_or_own_their_outputs_or_return_structseqs():
+    """redteam9 p01, p02, p06. The reference runs on copies of a round's inputs and its outputs are copied
+    (correctness.owned_copy): an in-place reference (``x.mul_(w).add_(b); return x``) no longer changes the inputs
+    the workers get (redteam9 hn01, an out-of-place kernel: output_mismatch; h01, returning the input: passed);
+    where it writes its inputs every party gets writable copies, refilled each round (hn02, the in-place kernel:
+    worker_crash on the read-only region); a reference returning its own ``out=`` buffer is not degenerate (hn03:
+    degenerate_problem); ``torch.return_types.sort`` is a tuple (hn10, hn11: output_type)."""
+    r = run(SOL / "inplace_input_returned.py", "inplace_affine", **PROFILE)
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    for sol, problem in [("inplace_affine_c.py", "inplace_affine"), ("inplace_affine_inplace_c.py", "inplace_affine"),
+                         ("prealloc_addcmul_c.py", "prealloc_addcmul"), ("sort_rows_tuple.py", "sort_stable_rows"),
+                         ("sort_rows_structseq.py", "sort_stable_rows")]:
+        r = run(HON / sol, problem, **PROFILE)
+        assert r.correct and r.reward >= 1.0, (sol, r.codes(None), r.reason)
+
+
+def test_int_inputs_are_moved():
+    """redteam9 h03: a roll by an int passed to forward, baked in (+3: ints were never moved). Ints are moved where
+    the reference keeps its output shapes (correctness.move_int); the kernel that reads the shift passes."""
+    r = run(SOL / "int_arg_baked.py", "roll_shift_int")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    assert r.rounds[-1] == {"kind": "scalar", "where": "int 0 moved inputs", "ok": False}, r.rounds
+    r = run(HON / "roll_gain_c.py", "roll_shift_int")
+    assert r.correct and r.reward == 1.0 and any(x["where"] == "int 0 moved inputs" for x in r.rounds), (r.codes(None), r.reason)
 
 
 @pytest.mark.parametrize("sol,problem", HONEST, ids=[c[0] for c in HONEST])

@@ -197,6 +197,12 @@ def test_fast_math_keeps_ieee_inf_and_nan_and_finite_math_is_refused_by_name():
     spec = BuildSpec(name="m", kind="c", backend="cpu", sources={"a.c": "", "b.cpp": ""}, extra_cflags=["-ffast-math"])
     for argv in _compile_plan(spec, ["a.c", "b.cpp"])[:2]:
         assert argv.index("-fno-finite-math-only") > argv.index("-ffast-math")
+    # and no sibling calls, whatever the candidate asks (redteam8 hn01; the live check is in
+    # tests/adversarial/test_attribution_classes.py)
+    spec = BuildSpec(name="m", kind="c", backend="cpu", sources={"a.c": "", "b.cpp": ""},
+                     extra_cflags=["-O3", "-foptimize-sibling-calls"])
+    for argv in _compile_plan(spec, ["a.c", "b.cpp"])[:2]:
+        assert argv.index("-fno-optimize-sibling-calls") > argv.index("-foptimize-sibling-calls") > argv.index("-O3")
     assert static.disallowed_flags(["-ffast-math", "-Ofast", "-fno-finite-math-only"]) == []
     assert static.disallowed_flags(["-ffinite-math-only"]) == ["-ffinite-math-only"]
     [f] = static.check_flags(["-ffinite-math-only"])

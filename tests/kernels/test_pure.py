@@ -654,17 +654,26 @@ def test_perturb_params_hand_computed_and_degenerate():
 
 def test_perturb_buffers_hand_computed_and_degenerate():
     """By the values, never by name: an all-zero buffer (a running mean at init) + 0.5 * randn; any other buffer
-    times exp(0.5 * randn) element by element: a running variance stays positive, zeros, signs and infinities
-    (a 0/-inf mask) are kept. Drawn from the seed in name order; integer buffers untouched."""
+    times exp(0.5 * randn) element by element, one element in 16 also times 2^-16 (a near-dead channel; redteam9
+    h10): a running variance stays positive, zeros, signs and infinities (a 0/-inf mask) are kept. Drawn from the
+    seed in name order; integer buffers untouched."""
     mean, var, mask = torch.zeros(4), torch.ones(4), torch.tensor([0.0, 1.0, -2.0, -math.inf])
     steps = torch.tensor(3)  # num_batches_tracked
     out = C.perturb_buffers({"running_mean": mean, "running_var": var, "mask": mask, "steps": steps}, 5)
     g = torch.Generator().manual_seed(5)  # name order: mask, running_mean, running_var
-    n_mask, n_mean, n_var = (torch.randn(4, generator=g, dtype=torch.float64) for _ in range(3))
+    n_mask = torch.randn(4, generator=g, dtype=torch.float64)
+    q_mask = torch.rand(4, generator=g, dtype=torch.float64) < 1 / 16  # one element in 16 also x 2^-16
+    n_mean = torch.randn(4, generator=g, dtype=torch.float64)  # all zero: additive, no quiet draw
+    n_var = torch.randn(4, generator=g, dtype=torch.float64)
+    q_var = torch.rand(4, generator=g, dtype=torch.float64) < 1 / 16
+    quiet = lambda q: torch.where(q, 2.0 ** -16, 1.0)  # noqa: E731
     assert torch.equal(out["running_mean"], (0.5 * n_mean).float())
-    assert torch.equal(out["running_var"], torch.exp(0.5 * n_var).float()) and bool((out["running_var"] > 0).all())
-    m = mask.double() * torch.exp(0.5 * n_mask)
+    assert torch.equal(out["running_var"], (torch.exp(0.5 * n_var) * quiet(q_var)).float())
+    assert bool((out["running_var"] > 0).all())
+    m = mask.double() * torch.exp(0.5 * n_mask) * quiet(q_mask)
     assert torch.equal(out["mask"], m.float())
+    big = C.perturb_buffers({"v": torch.ones(4096)}, 3)["v"]  # near-dead channels: ~1/16 of them, ~2^-16
+    assert 150 < int((big < 2.0 ** -12).sum()) < 370 and float(big[big < 2.0 ** -12].max()) < 2.0 ** -13
     assert out["mask"][0] == 0 and out["mask"][1] > 0 and out["mask"][2] < 0 and out["mask"][3] == -math.inf
     assert out["steps"] is steps and torch.equal(mean, torch.zeros(4)) and torch.equal(var, torch.ones(4))
     assert not torch.equal(out["running_var"], C.perturb_buffers({"running_var": var}, 6)["running_var"])
@@ -917,3 +926,47 @@ def test_positional_state_only_where_shapes_match_in_order():
     assert positional_state(ref, {"w": torch.empty(3, 2)}) is ref  # one missing: the load names it
     assert positional_state(ref, {"w": torch.empty(3, 2, dtype=torch.float64), "b": torch.empty(3)}) is ref
     assert positional_state({}, {}) == {}  # degenerate
+
+
+def test_owned_copy_and_same_tensors():
+    """What the harness keeps of a reference call (redteam9 p01, p02, p06): tensors cloned, tuple subclasses
+    plain tuples; same_tensors compares bit for bit with NaN equal to NaN."""
+    x = torch.tensor([1.0, float("nan")])
+    s = torch.sort(torch.tensor([3.0, 1.0]))
+    got = C.owned_copy({"a": [x, 2], "b": s})
+    assert type(got["b"]) is tuple and type(got["a"]) is list and got["a"][1] == 2
+    assert got["a"][0].data_ptr() != x.data_ptr() and C.same_tensors(got["a"][0], x)
+    got["a"][0][0] = 5.0
+    assert x[0].item() == 1.0 and not C.same_tensors(got["a"][0], x)
+    assert C.same_tensors((torch.tensor([1, 2]),), [torch.tensor([1, 2])])
+    assert not C.same_tensors([torch.tensor([1, 2])], [torch.tensor([1, 2]), torch.tensor([3])])
+    assert not C.same_tensors([torch.tensor([1.0])], [torch.tensor([1.0], dtype=torch.float64)])
+    assert C.owned_copy(3.5) == 3.5 and C.same_tensors([], [])
+
+
+def test_int_inputs_are_moved_within_half_their_size():
+    """redteam9 h03: a roll by an int passed to forward, baked in. Ints (not bools) are numbered in order and
+    moved by +-m, m in [1, max(1, frac * |x| / 2)], from the seed; everything else untouched."""
+    x = [torch.zeros(2), 37, True, (4, 0.5), {"k": -8}]
+    assert C.int_targets(x) == [0, 1, 2]
+    for seed in range(20):
+        y = C.move_int(x, 0, seed)
+        assert 37 - 18 <= y[1] <= 37 + 18 and y[1] != 37 and y[3] == (4, 0.5) and y[4] == {"k": -8} and y[2] is True
+        z = C.move_int(x, 2, seed, 0.5)
+        assert z[4]["k"] in (-10, -9, -7, -6) and z[1] == 37
+        assert C.move_int(x, 1, seed)[3][0] in (2, 3, 5, 6)  # 4: m in [1, 2]
+    assert C.move_int([0], 0, 1) in ([1], [-1])  # degenerate: zero moves by one
+    assert C.move_int(x, 0, 3) == C.move_int(x, 0, 3)  # seeded
+    assert C.shapes_of((torch.zeros(2, 3), 1.0)) == [((2, 3), torch.float32), "float"]
+
+
+def test_scalars_are_also_moved_far_each_way():
+    """redteam9 h12: a LeakyReLU as fmaxf(x, a * x) is right only for slopes below 1, and the near move (2^+-1)
+    keeps a = 0.01 there. The far moves multiply by 2^u, u in [7, 8], up or down; 0 becomes 2^+-u."""
+    x = [torch.zeros(1), 0.01, 0.0, 3]
+    for seed in range(20):
+        up, down = C.rescale_scalar_far(x, 0, seed, True), C.rescale_scalar_far(x, 0, seed, False)
+        assert 0.01 * 2 ** 7 <= up[1] <= 0.01 * 2 ** 8 and 0.01 * 2 ** -8 <= down[1] <= 0.01 * 2 ** -7
+        assert up[2] == 0.0 and up[3] == 3 and up[0] is x[0]
+        z = C.rescale_scalar_far(x, 1, seed, False)
+        assert 2 ** -8 <= z[2] <= 2 ** -7 and z[1] == 0.01
