@@ -92,6 +92,7 @@ class Server:
         self.blocker = None
         self.views: dict[str, object] = {}
         self.layouts: dict[int, tuple] = {}  # id -> (input views, output layout, (shape, dtype) of a single tensor output)
+        self.refills: dict[int, list] = {}  # id -> [(writable twin, input view, bytes)]: inputs_writable only
 
     def reply(self, cmd: str, header: dict) -> None:
         self.ch.send({"reply_to": cmd, **header})
@@ -199,7 +200,8 @@ class Server:
             inputs = self._writable(inputs, copies)
         ol = h["outputs"]
         fast = (torch.Size(ol["shape"]), getattr(torch, ol["dtype"])) if ol["t"] == "tensor" else None
-        self.layouts[int(h["id"])] = (inputs, ol, fast, copies)
+        self.layouts[int(h["id"])] = (inputs, ol, fast)
+        self.refills[int(h["id"])] = copies
         return {"ok": True}
 
     def _writable(self, x, copies: list):
@@ -219,8 +221,8 @@ class Server:
 
     def round(self, h: dict) -> dict:
         self.keep = []  # the parent read the last round's outputs while this tree was frozen
-        inputs, ol, fast, copies = self.layouts[h["lay"]]
-        for dst, src, n in copies:  # this round's inputs into the writable twins (inputs_writable only)
+        inputs, ol, fast = self.layouts[h["lay"]]
+        for dst, src, n in self.refills.get(h["lay"], ()):  # this round's inputs into the writable twins (inputs_writable)
             ctypes.memmove(dst, src, n)
         if self.device != "cpu":
             inputs = self._to_device(inputs)
