@@ -657,47 +657,60 @@ def redraw(inputs: list, target: int, variant: str, seed: int) -> list:
     return [tr(v) for v in inputs]
 
 
-def scalar_targets(inputs: Any) -> list[int]:
-    """Pure: the Python floats among the inputs (not bools; ints: :func:`int_targets`), numbered in traversal
-    order; a forward argument such as a temperature."""
-    out: list[int] = []
-    k = [0]
+def _is_float(x) -> bool:
+    return isinstance(x, float)
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _numbered(inputs: Any, pred) -> list[int]:
+    """Pure: the numbers (in traversal order) of the leaves of ``inputs`` that satisfy ``pred``."""
+    n = [0]
 
     def walk(x):
-        if isinstance(x, float):
-            out.append(k[0])
-            k[0] += 1
-        elif isinstance(x, (list, tuple)):
+        if isinstance(x, (list, tuple)):
             for v in x:
                 walk(v)
         elif isinstance(x, dict):
             for v in x.values():
                 walk(v)
+        elif pred(x):
+            n[0] += 1
 
     walk(list(inputs))
-    return out
+    return list(range(n[0]))
+
+
+def _replace_nth(inputs: list, pred, target: int, fn) -> list:
+    """Pure: ``inputs`` with the ``target``-th leaf satisfying ``pred`` (traversal order) replaced by ``fn(leaf)``."""
+    k = [0]
+
+    def tr(x):
+        if isinstance(x, (list, tuple)):
+            return type(x)(tr(v) for v in x)
+        if isinstance(x, dict):
+            return {key: tr(v) for key, v in x.items()}
+        if pred(x):
+            i, k[0] = k[0], k[0] + 1
+            return fn(x) if i == target else x
+        return x
+
+    return [tr(v) for v in inputs]
+
+
+def scalar_targets(inputs: Any) -> list[int]:
+    """Pure: the Python floats among the inputs (not bools; ints: :func:`int_targets`), numbered in traversal
+    order; a forward argument such as a temperature."""
+    return _numbered(inputs, _is_float)
 
 
 def int_targets(inputs: Any) -> list[int]:
     """Pure: the Python ints among the inputs (not bools), numbered in traversal order: a shift, an offset, a
     count passed to ``forward``. Moved by :func:`move_int` where the reference's output keeps its shapes (an int
     that is a size or a dim changes them, or makes the reference raise, and is not moved)."""
-    out: list[int] = []
-    k = [0]
-
-    def walk(x):
-        if isinstance(x, int) and not isinstance(x, bool):
-            out.append(k[0])
-            k[0] += 1
-        elif isinstance(x, (list, tuple)):
-            for v in x:
-                walk(v)
-        elif isinstance(x, dict):
-            for v in x.values():
-                walk(v)
-
-    walk(list(inputs))
-    return out
+    return _numbered(inputs, _is_int)
 
 
 def move_int(inputs: list, target: int, seed: int, frac: float = 1.0) -> list:
@@ -708,21 +721,7 @@ def move_int(inputs: list, target: int, seed: int, frac: float = 1.0) -> list:
 
     rng = random.Random(seed)
     sign = rng.choice((-1, 1))
-    k = [0]
-
-    def tr(x):
-        if isinstance(x, int) and not isinstance(x, bool):
-            i, k[0] = k[0], k[0] + 1
-            if i != target:
-                return x
-            return x + sign * rng.randint(1, max(1, int(frac * abs(x) / 2)))
-        if isinstance(x, (list, tuple)):
-            return type(x)(tr(v) for v in x)
-        if isinstance(x, dict):
-            return {key: tr(v) for key, v in x.items()}
-        return x
-
-    return [tr(v) for v in inputs]
+    return _replace_nth(inputs, _is_int, target, lambda x: x + sign * rng.randint(1, max(1, int(frac * abs(x) / 2))))
 
 
 def rescale_scalar_far(inputs: list, target: int, seed: int, up: bool) -> list:
@@ -733,19 +732,7 @@ def rescale_scalar_far(inputs: list, target: int, seed: int, up: bool) -> list:
     import random
 
     u = random.Random(seed).uniform(*SCALAR_FAR) * (1.0 if up else -1.0)
-    k = [0]
-
-    def tr(x):
-        if isinstance(x, float):
-            i, k[0] = k[0], k[0] + 1
-            return (x * 2.0 ** u if x != 0 else 2.0 ** u) if i == target else x
-        if isinstance(x, (list, tuple)):
-            return type(x)(tr(v) for v in x)
-        if isinstance(x, dict):
-            return {key: tr(v) for key, v in x.items()}
-        return x
-
-    return [tr(v) for v in inputs]
+    return _replace_nth(inputs, _is_float, target, lambda x: x * 2.0 ** u if x != 0 else 2.0 ** u)
 
 
 def rescale_scalar(inputs: list, target: int, seed: int, frac: float = 1.0) -> list:
@@ -756,19 +743,7 @@ def rescale_scalar(inputs: list, target: int, seed: int, frac: float = 1.0) -> l
 
     rng = random.Random(seed)
     u = rng.uniform(0.25, 1.0) * rng.choice((-1.0, 1.0)) * frac
-    k = [0]
-
-    def tr(x):
-        if isinstance(x, float):
-            i, k[0] = k[0], k[0] + 1
-            return (x * 2.0 ** u if x != 0 else u) if i == target else x
-        if isinstance(x, (list, tuple)):
-            return type(x)(tr(v) for v in x)
-        if isinstance(x, dict):
-            return {key: tr(v) for key, v in x.items()}
-        return x
-
-    return [tr(v) for v in inputs]
+    return _replace_nth(inputs, _is_float, target, lambda x: x * 2.0 ** u if x != 0 else u)
 
 
 def outliers(x, g, factor: float, k: int = OUTLIERS_PER_ROW):
@@ -1107,13 +1082,24 @@ def owned_copy(x: Any) -> Any:
     import torch
 
     if isinstance(x, torch.Tensor):
-        return x.detach().clone()
+        return _clone_layout(x.detach())
     if isinstance(x, (list, tuple)):
         items = [owned_copy(v) for v in x]
         return items if isinstance(x, list) else tuple(items)
     if isinstance(x, dict):
         return {k: owned_copy(v) for k, v in x.items()}
     return x
+
+
+def _clone_layout(x):
+    """Pure: a copy of ``x`` with the same sizes and strides (an ``expand()`` view keeps its stride 0, padded rows
+    their padding): the span of storage it covers is copied and viewed as ``x`` views it (``clone`` would make a
+    non-dense tensor contiguous, and the harness compares the candidate's output layout with the reference's)."""
+    if x.is_contiguous() or x.numel() == 0 or x.dim() == 0:
+        return x.clone()
+    span = 1 + sum((n - 1) * st for n, st in zip(x.shape, x.stride()))
+    flat = x.as_strided((span,), (1,), x.storage_offset()).clone()
+    return flat.as_strided(x.shape, x.stride(), 0)
 
 
 def same_tensors(a: Any, b: Any) -> bool:

@@ -88,10 +88,12 @@ class Server:
         self.mode = setup["mode"]  # candidate | reference | compile
         self.device = setup.get("device", "cpu")
         self.inp = mmap.mmap(in_fd, setup["in_size"], mmap.MAP_SHARED, mmap.PROT_READ)
+        self.in_fd = in_fd  # kept: writable twins are refilled from it (inputs_writable)
         self.keep: list = []  # the last round's output tensors: alive until the parent has read them
         self.blocker = None
         self.views: dict[str, object] = {}
         self.layouts: dict[int, tuple] = {}  # id -> (input views, output layout, (shape, dtype) of a single tensor output)
+        self.refills: dict[int, list] = {}  # id -> [(buffer over a writable twin, offset in the region)]: inputs_writable
 
     def reply(self, cmd: str, header: dict) -> None:
         self.ch.send({"reply_to": cmd, **header})
@@ -191,37 +193,44 @@ class Server:
     def define(self, h: dict) -> dict:
         """A layout the next rounds use (sent before the parent writes those rounds' inputs): the input views
         are built once, so a round's request is a few bytes and its fixed cost small, for every party."""
-        inputs = self._input(h["inputs"])
-        if not isinstance(inputs, list):
-            inputs = [inputs]
         copies: list = []
         if self.setup.get("inputs_writable"):  # the reference writes its inputs: every party gets writable copies
-            inputs = self._writable(inputs, copies)
+            inputs = self._writable(h["inputs"], copies)
+        else:
+            inputs = self._input(h["inputs"])
+        if not isinstance(inputs, list):
+            inputs = [inputs]
         ol = h["outputs"]
         fast = (torch.Size(ol["shape"]), getattr(torch, ol["dtype"])) if ol["t"] == "tensor" else None
-        self.layouts[int(h["id"])] = (inputs, ol, fast, copies)
+        self.layouts[int(h["id"])] = (inputs, ol, fast)
+        self.refills[int(h["id"])] = copies
         return {"ok": True}
 
-    def _writable(self, x, copies: list):
-        """``x`` with every tensor view of the (read-only) input region replaced by a writable twin; ``copies``
-        gets (twin address, view address, bytes): each round refills the twins by ``memmove`` before the call,
-        for every party alike (the eager party's own in-place reference does the same work)."""
-        if isinstance(x, torch.Tensor):
-            t = torch.empty_like(x)
-            if x.numel():
-                copies.append((t.data_ptr(), x.data_ptr(), x.numel() * x.element_size()))
-            return t
-        if isinstance(x, (list, tuple)):
-            return type(x)(self._writable(v, copies) for v in x)
-        if isinstance(x, dict):
-            return {k: self._writable(v, copies) for k, v in x.items()}
-        return x
+    def _writable(self, lay, copies: list):
+        """The inputs of layout ``lay`` as writable tensors of the worker's own (the input region is read-only);
+        ``copies`` gets (buffer over a tensor's bytes, its offset in the region): each round refills them with
+        ``preadv`` from the region's file before the call, a copy the kernel makes (OS time, not the
+        interpreter's or torch's), for every party alike (the eager party's own in-place reference needs it too)."""
+        t = lay["t"]
+        if t == "tensor":
+            v = torch.empty(lay["shape"], dtype=getattr(torch, lay["dtype"]))
+            n = v.numel() * v.element_size()
+            if n:
+                copies.append(((ctypes.c_char * n).from_address(v.data_ptr()), int(lay["off"])))
+            return v
+        if t in ("list", "tuple"):
+            items = [self._writable(v, copies) for v in lay["items"]]
+            return tuple(items) if t == "tuple" else items
+        if t == "dict":
+            return {k: self._writable(v, copies) for k, v in lay["items"].items()}
+        return lay["v"]
 
     def round(self, h: dict) -> dict:
         self.keep = []  # the parent read the last round's outputs while this tree was frozen
-        inputs, ol, fast, copies = self.layouts[h["lay"]]
-        for dst, src, n in copies:  # this round's inputs into the writable twins (inputs_writable only)
-            ctypes.memmove(dst, src, n)
+        inputs, ol, fast = self.layouts[h["lay"]]
+        for buf, off in self.refills.get(h["lay"], ()):  # this round's inputs into the writable twins (inputs_writable)
+            if os.preadv(self.in_fd, [buf], off) != len(buf):
+                raise RuntimeError("short read of the input region")
         if self.device != "cpu":
             inputs = self._to_device(inputs)
         with torch.no_grad():

@@ -301,11 +301,14 @@ def test_rescale_scalar_hand_computed_and_degenerate():
 
 def test_python_float_inputs_get_a_round_of_their_own():
     """redteam7 h08: a temperature passed to forward as a Python float was never varied, so a kernel baking in the
-    value passed; each float input is moved by 2^(+-u) from the secret in a round of its own."""
+    value passed; each float input is moved by 2^(+-u) from the secret in a round of its own (a spot kind too), and
+    far each way, by 2^(+-7..8), in a round each where the reference is defined (redteam9 h12)."""
     ev, where = _plan(ADV / "problems" / "smooth_max_tau.py")
     r = [r for r in ev.plan() if r["kind"] == "scalar"]
-    assert len(r) == 1 and r[0]["where"] == "scalar 0 moved inputs", where
+    assert [x["where"] for x in r] == ["scalar 0 moved inputs", "scalar 0 moved far up inputs",
+                                       "scalar 0 moved far down inputs"], where
     assert r[0]["inputs"][1] != 0.5 and torch.equal(r[0]["inputs"][0], ev.plan()[0]["inputs"][0])
+    assert 0.5 * 2 ** 7 <= r[1]["inputs"][1] <= 0.5 * 2 ** 8 and 0.5 * 2 ** -8 <= r[2]["inputs"][1] <= 0.5 * 2 ** -7
     assert ("scalar", (0, 1.0)) in ev.spot_kinds
 
 

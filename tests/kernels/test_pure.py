@@ -942,6 +942,11 @@ def test_owned_copy_and_same_tensors():
     assert not C.same_tensors([torch.tensor([1, 2])], [torch.tensor([1, 2]), torch.tensor([3])])
     assert not C.same_tensors([torch.tensor([1.0])], [torch.tensor([1.0], dtype=torch.float64)])
     assert C.owned_copy(3.5) == 3.5 and C.same_tensors([], [])
+    ex = torch.arange(3.0).unsqueeze(1).expand(3, 4)  # layouts kept: an expand view's stride 0, padded rows
+    pad = torch.arange(20.0).view(4, 5)[:, :3]
+    for t in (ex, pad, torch.arange(6.0).view(2, 3).t()):
+        c = C.owned_copy(t)
+        assert c.stride() == t.stride() and torch.equal(c, t) and c.untyped_storage().data_ptr() != t.untyped_storage().data_ptr()
 
 
 def test_int_inputs_are_moved_within_half_their_size():
