@@ -324,13 +324,13 @@ def row_rms(e):
 
 def compare(expected: Any, actual: Any, preset: str = "default", atol: float | None = None, rtol: float | None = None,
             path: str = "out", reduced_precision: bool = False, leaf_dtype: Any = "float64",
-            floors: Any = None) -> tuple[str | None, str, float]:
+            scales: Any = None) -> tuple[str | None, str, float]:
     """Compare nested outputs. Returns (finding code or None, message, max abs diff). Exact container
     types, shapes and dtypes; values with :func:`mismatches`. A Python-float leaf gets the budget of
     ``leaf_dtype``, the precision the reference computed it in (see :func:`leaf_dtypes`): a float32 mean
     returned with ``.item()`` is float32-accurate, whatever Python's float can hold. ``leaf_dtype`` is one
     dtype name for every leaf, or a mapping from a leaf's path (``"out"``, ``"out[1]"``) to its dtype name.
-    ``floors``: None (every tensor gets ``atol * rms``), or ``expected``'s structure with each floating tensor's
+    ``scales``: None (every tensor gets ``atol * rms``), or ``expected``'s structure with each floating tensor's
     :func:`element_scales` (each element's own budget), or None where it has none."""
     import torch
 
@@ -344,12 +344,12 @@ def compare(expected: Any, actual: Any, preset: str = "default", atol: float | N
             return None, "", 0.0
         if expected.is_floating_point() or expected.is_complex():
             a, r = tolerance_for(str(expected.dtype).replace("torch.", ""), preset, atol, rtol, reduced_precision)
-            floor = floors if isinstance(floors, torch.Tensor) else None
-            if floor is not None and floor.shape[1:] != expected.shape:
-                raise ValueError(f"{path}: element scales of shape {tuple(floor.shape)} for an output of {tuple(expected.shape)}")
-            bad, maxdiff = mismatches(expected, actual, a, r, floor)
+            own = scales if isinstance(scales, torch.Tensor) else None
+            if own is not None and own.shape[1:] != expected.shape:
+                raise ValueError(f"{path}: element scales of shape {tuple(own.shape)} for an output of {tuple(expected.shape)}")
+            bad, maxdiff = mismatches(expected, actual, a, r, own)
             if bad:
-                how = f"atol={a:g}*rms" if floor is None else f"atol={a:g}*each element's sensitivity"
+                how = f"atol={a:g}*rms" if own is None else f"atol={a:g}*each element's sensitivity"
                 return ("output_mismatch", f"{path}: {bad}/{expected.numel()} elements differ (max abs diff {maxdiff:.3g}, "
                         f"output rms {scale_of(expected):.3g}, {how}, rtol={r:g})", maxdiff)
             return None, "", maxdiff
@@ -363,7 +363,7 @@ def compare(expected: Any, actual: Any, preset: str = "default", atol: float | N
         worst = 0.0
         for i, (e, a) in enumerate(zip(expected, actual)):
             code, msg, d = compare(e, a, preset, atol, rtol, f"{path}[{i}]", reduced_precision, leaf_dtype,
-                                   floors[i] if isinstance(floors, (list, tuple)) else None)
+                                   scales[i] if isinstance(scales, (list, tuple)) else None)
             if code:
                 return code, msg, d
             worst = max(worst, d)
@@ -374,7 +374,7 @@ def compare(expected: Any, actual: Any, preset: str = "default", atol: float | N
         worst = 0.0
         for k in expected:
             code, msg, d = compare(expected[k], actual[k], preset, atol, rtol, f"{path}[{k!r}]", reduced_precision, leaf_dtype,
-                                   floors.get(k) if isinstance(floors, dict) else None)
+                                   scales.get(k) if isinstance(scales, dict) else None)
             if code:
                 return code, msg, d
             worst = max(worst, d)

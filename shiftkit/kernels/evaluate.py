@@ -468,6 +468,7 @@ class _Evaluation:
         self.leaf_dtype = "float64"
         self.ref_alias: list[bool] = []  # per output leaf: is the reference's output a view of its inputs (plan)
         self._n_scales = 0  # element-scale computations so far: each draws its moves from its own seed
+        self._last64 = None  # (inputs object, its float64 reference output): the last _reference64 call's
         self.inputs_writable = False  # the reference writes into its inputs (plan): every party gets writable copies
 
     @property
@@ -737,7 +738,7 @@ class _Evaluation:
         out = w.outputs(out_lay, h)
         code_, msg, diff = C.compare(expected, out, self.c.tolerance, self.c.atol, self.c.rtol,
                                      reduced_precision=self.p.allow_reduced_precision, leaf_dtype=self.leaf_dtype,
-                                     floors=scales)
+                                     scales=scales)
         if code_:
             self.add(Finding(code or code_, msg, "error", where))
             return rr, None
@@ -838,8 +839,7 @@ class _Evaluation:
             for variants in (C.redraw_variants(ts[t]),) + C.extra_variants(ts[t]):
                 for v in variants:
                     x = C.redraw(base["inputs"], t, v, self.seed(f"redraw_{v}", t))
-                    if all(a is b or (a.dtype == b.dtype and a.shape == b.shape and bool((a == b).all()))
-                           for a, b in zip(C._tensors(x), ts)):
+                    if C.same_tensors(x, ts):
                         continue  # nothing changed (a constant tensor): not a round
                     if v == "full" and not self._shapes_value_independent(x, base["expected"]):
                         continue  # values as sizes (bincount, one_hot): 2^31 would allocate gigabytes here
@@ -951,16 +951,22 @@ class _Evaluation:
             return _cpu(C.owned_copy(self.model(*_to(C.owned_copy(x), self.device))))
 
     def _reference64(self, x):
-        """The float64 reference's output on ``x`` (inputs and weights in float64), or None where it has none."""
+        """The float64 reference's output on ``x`` (inputs and weights in float64), or None where it has none.
+        The last call's is kept: a round checked for definedness (:meth:`_well_defined`) then gets its element
+        scales (:meth:`_scales`) on the same inputs object, and the float64 run is not repeated."""
         import torch
 
         if self.m64 is None:
             return None
+        if self._last64 is not None and self._last64[0] is x:
+            return self._last64[1]
         try:
             with torch.no_grad():
-                return _cpu(C.owned_copy(self.m64(*_to(C.owned_copy(_double(x)), self.device))))
+                out = _cpu(C.owned_copy(self.m64(*_to(C.owned_copy(_double(x)), self.device))))
         except Exception:  # noqa: BLE001 - the model has no fp64 path
-            return None
+            out = None
+        self._last64 = (x, out)
+        return out
 
     def _scales(self, x, e):
         """Each floating output's element scales on ``x`` (:func:`C.scales_tree`): the float64 reference and

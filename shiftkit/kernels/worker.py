@@ -125,13 +125,24 @@ class Server:
             self.model = torch.compile(ref) if self.mode == "compile" else ref
         self.call = entry(self.model, self.mode)
 
-    def _input(self, lay):
+    def _input(self, lay, copies: list | None = None):
+        """The inputs of layout ``lay``: views of the (read-only) input region, built once; or, with ``copies``
+        (inputs_writable: the reference writes its inputs), writable tensors of the worker's own, ``copies`` getting
+        (buffer over a tensor's bytes, its offset in the region): each round refills them with ``preadv`` from the
+        region's file before the call, a copy the kernel makes (OS time, not the interpreter's or torch's), for
+        every party alike (the eager party's own in-place reference needs it too)."""
         t = lay["t"]
         if t == "tensor":
+            dtype = getattr(torch, lay["dtype"])
+            if copies is not None:
+                v = torch.empty(lay["shape"], dtype=dtype)
+                n = v.numel() * v.element_size()
+                if n:
+                    copies.append(((ctypes.c_char * n).from_address(v.data_ptr()), int(lay["off"])))
+                return v
             key = f"{lay['off']}|{lay['dtype']}|{lay['shape']}"
             v = self.views.get(key)
             if v is None:
-                dtype = getattr(torch, lay["dtype"])
                 n = 1
                 for s in lay["shape"]:
                     n *= s
@@ -140,10 +151,10 @@ class Server:
                 self.views[key] = v
             return v
         if t in ("list", "tuple"):
-            items = [self._input(v) for v in lay["items"]]
+            items = [self._input(v, copies) for v in lay["items"]]
             return tuple(items) if t == "tuple" else items
         if t == "dict":
-            return {k: self._input(v) for k, v in lay["items"].items()}
+            return {k: self._input(v, copies) for k, v in lay["items"].items()}
         return lay["v"]
 
     def _output(self, out, lay, values: list, addrs: list, strides: list) -> None:
@@ -193,37 +204,15 @@ class Server:
     def define(self, h: dict) -> dict:
         """A layout the next rounds use (sent before the parent writes those rounds' inputs): the input views
         are built once, so a round's request is a few bytes and its fixed cost small, for every party."""
-        copies: list = []
-        if self.setup.get("inputs_writable"):  # the reference writes its inputs: every party gets writable copies
-            inputs = self._writable(h["inputs"], copies)
-        else:
-            inputs = self._input(h["inputs"])
+        copies: list | None = [] if self.setup.get("inputs_writable") else None  # writable copies: see _input
+        inputs = self._input(h["inputs"], copies)
         if not isinstance(inputs, list):
             inputs = [inputs]
         ol = h["outputs"]
         fast = (torch.Size(ol["shape"]), getattr(torch, ol["dtype"])) if ol["t"] == "tensor" else None
         self.layouts[int(h["id"])] = (inputs, ol, fast)
-        self.refills[int(h["id"])] = copies
+        self.refills[int(h["id"])] = copies or []
         return {"ok": True}
-
-    def _writable(self, lay, copies: list):
-        """The inputs of layout ``lay`` as writable tensors of the worker's own (the input region is read-only);
-        ``copies`` gets (buffer over a tensor's bytes, its offset in the region): each round refills them with
-        ``preadv`` from the region's file before the call, a copy the kernel makes (OS time, not the
-        interpreter's or torch's), for every party alike (the eager party's own in-place reference needs it too)."""
-        t = lay["t"]
-        if t == "tensor":
-            v = torch.empty(lay["shape"], dtype=getattr(torch, lay["dtype"]))
-            n = v.numel() * v.element_size()
-            if n:
-                copies.append(((ctypes.c_char * n).from_address(v.data_ptr()), int(lay["off"])))
-            return v
-        if t in ("list", "tuple"):
-            items = [self._writable(v, copies) for v in lay["items"]]
-            return tuple(items) if t == "tuple" else items
-        if t == "dict":
-            return {k: self._writable(v, copies) for k, v in lay["items"].items()}
-        return lay["v"]
 
     def round(self, h: dict) -> dict:
         self.keep = []  # the parent read the last round's outputs while this tree was frozen

@@ -107,7 +107,7 @@ def _scales(f, xs, e):
 
 def _verdict(f, alt, xs, per_element=True):
     e = f(*xs)
-    code, _, _ = C.compare(e, alt(*xs), floors=_scales(f, xs, e) if per_element else None)
+    code, _, _ = C.compare(e, alt(*xs), scales=_scales(f, xs, e) if per_element else None)
     return code
 
 
