@@ -377,9 +377,16 @@ def interpreter_excess(interp: int, rounds: int, allow_per_round: float | None) 
     return max(0, int(interp - allow_per_round * rounds))
 
 
+def judged_excess(interp: list[int | None], allow_per_round: float | None) -> int:
+    """Pure: :func:`interpreter_excess` over the judged rounds of ``interp`` (None: a round not judged, whose
+    interpreter samples count as runtime and earn no allowance)."""
+    judged = [i for i in interp if i is not None]
+    return interpreter_excess(sum(judged), len(judged), allow_per_round)
+
+
 def foreign_verdict(counts: dict[str, int], share_max: float, min_samples: int = 20,
                     rounds: list[dict[str, int]] | None = None, window_samples: int = 60,
-                    z: float = 3.5, interp: list[int] | None = None,
+                    z: float = 3.5, interp: list[int | None] | None = None,
                     interp_allow: float | None = None) -> tuple[str, str] | None:
     """Pure: from the candidate's sample counts per category, (finding code, message) when torch or other
     libraries account for more than ``share_max`` of its sampled on-CPU time, else None.
@@ -392,14 +399,16 @@ def foreign_verdict(counts: dict[str, int], share_max: float, min_samples: int =
 
     ``interp`` (parallel to ``rounds``): each round's runtime samples in the interpreter's own code; beyond
     ``interp_allow`` samples per round (pooled, and per window) they count as foreign: the interpreter's
-    builtins compute like any library, and the eager party's interpreter time says what plumbing costs."""
+    builtins compute like any library, and the eager party's interpreter time says what plumbing costs. None
+    for a round the eager party's time says nothing of (run under the worker's op blocker, a Python dispatch
+    mode: the harness's own interpreter time): its interpreter samples stay runtime and it earns no allowance."""
     rounds = rounds or []
     if interp is not None and len(interp) != len(rounds):
         raise ValueError("interp must hold one count per round")
     interp = interp if interp is not None else [0] * len(rounds)
     total = sum(counts.values())
     t, f = counts.get("torch", 0), counts.get("foreign", 0)
-    x = interpreter_excess(sum(interp), len(rounds), interp_allow)
+    x = judged_excess(interp, interp_allow)
     if total >= min_samples and (t + f + x) / total > share_max:
         return _share_message(counts, (t + f + x) / total, share_max, "", x)
     worst = None
@@ -407,7 +416,7 @@ def foreign_verdict(counts: dict[str, int], share_max: float, min_samples: int =
         n = sum(w.values())
         if n < window_samples:
             continue
-        xw = interpreter_excess(sum(interp[a:b + 1]), b + 1 - a, interp_allow)
+        xw = judged_excess(interp[a:b + 1], interp_allow)
         k = w.get("torch", 0) + w.get("foreign", 0) + xw
         lb = _lower_bound(k, n, z)
         if lb > share_max and (worst is None or lb > worst[0]):
@@ -455,7 +464,7 @@ class _Evaluation:
         self.builds: list[BuildResult] = []
         self.counts = dict.fromkeys(("candidate", "torch", "runtime", "kernel", "foreign"), 0)
         self.rounds: list[dict[str, int]] = []  # the candidate's per-round sample counts, in order
-        self.interp: list[int] = []  # the candidate's per-round samples in the interpreter's code (runtime)
+        self.interp: list[int | None] = []  # the candidate's per-round interpreter samples (None: under the op blocker)
         self.eager_interp = [0, 0]  # the eager party's interpreter samples, rounds
         self.tampered: dict[str, int] = {}  # executable mappings of the candidate's file that fail the segment check
         self.cand_cpu_ns = 0
@@ -687,7 +696,9 @@ class _Evaluation:
             for k, v in w.attribution.counts.items():
                 self.counts[k] += v
             self.rounds += w.attribution.rounds
-            self.interp += w.attribution.interp
+            # a round under the op blocker: its interpreter time is mostly the blocker's (the harness's Python
+            # dispatch mode, which the eager party never runs under), so it is not judged against eager's
+            self.interp += [None if b else i for i, b in zip(w.attribution.interp, w.blocked)]
             for k, v in w.attribution.tampered.items():
                 self.tampered[k] = self.tampered.get(k, 0) + v
             for k, v in w.attribution.foreign_files.items():
@@ -1191,11 +1202,12 @@ class _Evaluation:
                              f"executable, or more mappings than segments): {names}"[:1000], "error", "sampling"))
         e_interp, e_rounds = self.eager_interp
         allow = INTERP_ALLOWANCE * e_interp / e_rounds if e_rounds else None
+        judged = [i for i in self.interp if i is not None]
         self.res.sandbox["interpreter"] = {
-            "samples": sum(self.interp), "rounds": len(self.interp),
+            "samples": sum(judged), "rounds": len(judged), "blocked_rounds": len(self.interp) - len(judged),
             "eager_per_round": round(e_interp / e_rounds, 3) if e_rounds else None,
             "allowance_per_round": round(allow, 3) if allow is not None else None,
-            "excess": interpreter_excess(sum(self.interp), len(self.interp), allow)}
+            "excess": judged_excess(self.interp, allow)}
         if allow is None:
             self.res.sandbox["interpreter"]["note"] = "not judged: no eager party was timed (profile off or not reached)"
         v = foreign_verdict(counts, self.c.foreign_share_max, rounds=self.rounds, interp=self.interp, interp_allow=allow)

@@ -350,6 +350,7 @@ class Worker:
         self.log_cap = int(setup.get("max_output_bytes") or 0)  # the log's RLIMIT_FSIZE (set in the zygote)
         self.candidate_files: set = set()
         self.layouts: dict[str, int] = {}
+        self.blocked: list[bool] = []  # per attributed round: run under the worker's op blocker (block_ops)
         self.pending: list = []
         self.closed = False
         self.log_path = os.path.join(self.zyg.spool_host, self.wid + ".log")
@@ -547,6 +548,7 @@ class Worker:
             raise self._violation("the reply does not carry the round's nonce (a forged completion?)")
         self._check_log()
         samples = self.attribution.add(self._samples())
+        self.blocked.append(bool(block_ops))
         return RoundResult(t1 - t0, c1 - c0, h, samples)
 
     def _check_log(self) -> None:

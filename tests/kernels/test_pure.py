@@ -12,7 +12,7 @@ from shiftkit.kernels import metrics, reward, shm, static, stats, symbols
 from shiftkit.kernels.backends import get_backend
 from shiftkit.kernels.blocking import is_allowed
 from shiftkit.kernels.build import parse_compiler_output
-from shiftkit.kernels.evaluate import coverage_verdict, foreign_verdict, interpreter_excess, spot_plan
+from shiftkit.kernels.evaluate import coverage_verdict, foreign_verdict, interpreter_excess, judged_excess, spot_plan
 from shiftkit.kernels.findings import CODES, Finding
 from shiftkit.kernels.kernelbench import rewrite, scale_value, size_constants
 from shiftkit.kernels.perf import classify_path, interpreter_path
@@ -206,6 +206,22 @@ def test_foreign_verdict_counts_interpreter_excess():
     assert v[0] == "interpreter_compute" and "in round 31" in v[1]
     with pytest.raises(ValueError):
         foreign_verdict(pooled, 0.25, rounds=rounds, interp=[1], interp_allow=2.0)
+
+
+def test_rounds_under_the_op_blocker_are_not_judged_for_the_interpreter():
+    """CI (stop 30): an honest ctypes kernel's correctness rounds run under the worker's op blocker, a Python
+    dispatch mode the eager party never runs under, so their interpreter time is mostly the harness's (a cold
+    first one put 37 % in the interpreter). Such a round (None) keeps its interpreter samples as runtime and earns
+    no allowance; judged, the same rounds are interpreter compute."""
+    rounds = [{"candidate": 20, "runtime": 60}] * 10 + [{"candidate": 70, "runtime": 10}] * 30
+    pooled = {"candidate": 2300, "runtime": 900}
+    blocked = [None] * 10 + [10] * 30
+    assert foreign_verdict(pooled, 0.25, rounds=rounds, interp=blocked, interp_allow=8.0) is None
+    v = foreign_verdict(pooled, 0.25, rounds=rounds, interp=[60] * 10 + [10] * 30, interp_allow=8.0)
+    assert v is not None and v[0] == "interpreter_compute" and "in round 1 of 40" in v[1], v
+    assert judged_excess(blocked, 8.0) == 60  # 30 judged rounds x (10 - 8); the blocked ones earn nothing
+    assert judged_excess([None] * 3, 8.0) == 0 and judged_excess([], None) == 0
+    assert judged_excess([5, 9], 4.0) == interpreter_excess(14, 2, 4.0) == 6
 
 
 def test_interpreter_path_is_exact():
