@@ -218,6 +218,9 @@ class Zygote:
             r = self._reply(time.monotonic() + start_timeout_s)
         except WorkerFailure as e:
             self.close()
+            if e.code == "timeout":  # the evaluation's budget ran out (a loaded machine): a timeout, not a missing sandbox
+                raise WorkerFailure("timeout", f"the worker zygote did not start within the {start_timeout_s:.1f} s "
+                                    f"left of the run's budget") from None
             raise IsolationUnavailable(f"the worker zygote did not start: {e.message}: {self.log_tail()}") from None
         if not r.get("ready"):
             self.close()

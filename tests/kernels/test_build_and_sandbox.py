@@ -117,3 +117,22 @@ def test_candidate_torch_runs_the_parents_cpu_capability(tmp_path):
     (tmp_path / "s.py").write_text(CAPABILITY.replace("WANT", repr(torch.backends.cpu.get_cpu_capability())))
     r = evaluate(load_problem(tmp_path / "p.py"), load_solution(tmp_path / "s.py"), EvalConfig(profile=False, trials=1))
     assert r.correct, r.reason
+
+
+def test_a_zygote_out_of_budget_is_a_timeout_not_a_missing_sandbox(tmp_path):
+    """Proof of 9e2568d beside load: a 6.3M-element problem's reference work used the whole run budget, and the
+    zygote, given the 1 s left, was reported as IsolationUnavailable (a ShiftkitError out of evaluate()). A start
+    that runs out of its budget is a timeout (a WorkerFailure: evaluate() makes it a finding), and leaves nothing."""
+    import os
+
+    from shiftkit.kernels import sandbox
+
+    (tmp_path / "inductor").mkdir()
+    before = set(os.listdir("/proc"))
+    with pytest.raises(sandbox.WorkerFailure) as e:
+        sandbox.Zygote(True, str(tmp_path / "inductor"), start_timeout_s=0.001)
+    assert e.value.code == "timeout" and "budget" in e.value.message, e.value.message
+    time.sleep(0.5)
+    left = [p for p in set(os.listdir("/proc")) - before if p.isdigit() and os.path.exists(f"/proc/{p}/cmdline")
+            and "zygote" in open(f"/proc/{p}/cmdline").read()]
+    assert not left, left
