@@ -483,6 +483,8 @@ def transform(inputs: list, name: str, seed: int, factor: float | None = None) -
             raise ValueError(f"unknown transform {name!r}")
         if isinstance(x, (list, tuple)):
             return type(x)(tr(v) for v in x)
+        if isinstance(x, dict):  # a batch mapping is inputs too (redteam10 h03: dicts passed every transform unchanged)
+            return {k: tr(v) for k, v in x.items()}
         return x
 
     return [keep_sorted(v, tr(v)) for v in inputs]
@@ -505,6 +507,8 @@ def keep_sorted(orig, new):
         return new
     if isinstance(orig, (list, tuple)) and isinstance(new, (list, tuple)) and len(orig) == len(new):
         return type(new)(keep_sorted(a, b) for a, b in zip(orig, new))
+    if isinstance(orig, dict) and isinstance(new, dict) and orig.keys() == new.keys():
+        return {k: keep_sorted(orig[k], v) for k, v in new.items()}
     return new
 
 
@@ -903,6 +907,8 @@ def perturb(inputs: list, fresh: list, seed: int, n: int = PERTURB_ELEMENTS) -> 
             return out
         if isinstance(x, (list, tuple)) and isinstance(f, (list, tuple)) and len(x) == len(f):
             return type(x)(tr(a, b) for a, b in zip(x, f))
+        if isinstance(x, dict) and isinstance(f, dict) and x.keys() == f.keys():
+            return {k: tr(v, f[k]) for k, v in x.items()}
         return x
 
     return [keep_sorted(a, tr(a, b)) for a, b in zip(inputs, fresh)]
@@ -1056,6 +1062,8 @@ def has_int64(x: Any) -> bool:
         return x.dtype == torch.int64
     if isinstance(x, (list, tuple)):
         return any(has_int64(v) for v in x)
+    if isinstance(x, dict):
+        return any(has_int64(v) for v in x.values())
     return False
 
 

@@ -1,0 +1,86 @@
+"""Every input walker of the correctness module treats a dict like a list (redteam10 h03: a LayerNorm whose input
+arrives as ``{"x": tensor}`` passed every transform unchanged, so a one-pass variance earned +3). One check per
+walker, run on the same tensors flat and inside a dict: the same draws, in the same order, give the same
+tensors; a walker that forgets a container kind fails here, whichever walker it is."""
+
+import pytest
+import torch
+
+from shiftkit.kernels import correctness as C
+
+
+def _inputs():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(8, 16, generator=g) + 4.0  # mean far from zero: the shift round matters
+    m = torch.rand(8, 16, generator=g) < 0.5
+    i = torch.randint(0, 7, (8, 4), generator=g)
+    s = torch.sort(torch.randn(8, 5, generator=g), dim=-1).values  # a sorted input stays sorted
+    return [x, m, i, s, 0.75, 5]
+
+
+def _in_dict(xs):
+    return [{"x": xs[0], "m": xs[1], "i": xs[2], "s": xs[3], "f": xs[4], "n": xs[5]}]
+
+
+def _flat(tree):
+    out = []
+
+    def walk(v):
+        if isinstance(v, (list, tuple)):
+            for w in v:
+                walk(w)
+        elif isinstance(v, dict):
+            for w in v.values():
+                walk(w)
+        else:
+            out.append(v)
+    walk(tree)
+    return out
+
+
+def _same(a, b):
+    fa, fb = _flat(a), _flat(b)
+    assert len(fa) == len(fb)
+    for u, v in zip(fa, fb):
+        if isinstance(u, torch.Tensor):
+            assert isinstance(v, torch.Tensor) and u.dtype == v.dtype and torch.equal(u, v)
+        else:
+            assert u == v
+
+
+def _changed(a, b):
+    return any(not (torch.equal(u, v) if isinstance(u, torch.Tensor) else u == v) for u, v in zip(_flat(a), _flat(b)))
+
+
+@pytest.mark.parametrize("name", C.TRANSFORMS)
+def test_every_transform_descends_into_dicts(name):
+    flat, nested = _inputs(), _in_dict(_inputs())
+    assert C.applies(name, flat) == C.applies(name, nested)
+    a, b = C.transform(flat, name, 11), C.transform(nested, name, 11)
+    _same(a, b)
+    if C.applies(name, flat):
+        assert _changed(nested, b), name  # it moved something inside the dict
+
+
+def test_the_other_walkers_descend_into_dicts():
+    flat, nested = _inputs(), _in_dict(_inputs())
+    fresh_f, fresh_n = [t * 2 if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in flat], None
+    fresh_n = _in_dict(fresh_f)
+    _same(C.perturb(flat, fresh_f, 5), C.perturb(nested, fresh_n, 5))
+    assert _changed(nested, C.perturb(nested, fresh_n, 5))
+    assert C.discrete_targets(flat) == C.discrete_targets(nested) and C.discrete_targets(nested)
+    for t in C.discrete_targets(flat):
+        for v in C.redraw_variants(list(C._tensors(flat))[t]):
+            _same(C.redraw(flat, t, v, 9), C.redraw(nested, t, v, 9))
+    assert C.scalar_targets(flat) == C.scalar_targets(nested) == [0]
+    assert C.int_targets(flat) == C.int_targets(nested) == [0]
+    _same(C.rescale_scalar(flat, 0, 4), C.rescale_scalar(nested, 0, 4))
+    _same(C.rescale_scalar_far(flat, 0, 4, True), C.rescale_scalar_far(nested, 0, 4, True))
+    _same(C.move_int(flat, 0, 4), C.move_int(nested, 0, 4))
+    assert _changed(nested, C.move_int(nested, 0, 4)) and _changed(nested, C.rescale_scalar(nested, 0, 4))
+    _same(C.moved_relative(flat, torch.Generator().manual_seed(2)), C.moved_relative(nested, torch.Generator().manual_seed(2)))
+    _same(C.owned_copy(flat), C.owned_copy(nested))
+    for f in (C.has_float, C.has_int, C.has_int64):
+        assert f(flat) == f(nested) and f(nested)
+    assert C.shapes_of(flat) == C.shapes_of(nested)
+    assert C.same_tensors(nested, C.owned_copy(nested))
