@@ -1110,6 +1110,19 @@ def _clone_layout(x):
     return flat.as_strided(x.shape, x.stride(), 0)
 
 
+def versions(x: Any) -> list[int]:
+    """The version counters of the tensors of ``x``, in order: torch bumps a tensor's at every in-place write,
+    whatever the values written (a guard ``clamp_`` that changes nothing still writes; redteam10 hn22). -1 for a
+    tensor without one (an inference tensor)."""
+    out = []
+    for t in _tensors(x):
+        try:
+            out.append(int(t._version))
+        except RuntimeError:
+            out.append(-1)
+    return out
+
+
 def same_tensors(a: Any, b: Any) -> bool:
     """Pure: do two structures hold tensors with equal values, bit for bit (NaN equal to NaN)?"""
     import torch

@@ -479,6 +479,7 @@ class _Evaluation:
         self._n_scales = 0  # element-scale computations so far: each draws its moves from its own seed
         self._last64 = None  # (inputs object, its float64 reference output): the last _reference64 call's
         self.inputs_writable = False  # the reference writes into its inputs (plan): every party gets writable copies
+        self.writes_inputs = False  # a reference call bumped a version counter of its inputs (reference)
 
     @property
     def model(self):
@@ -768,10 +769,12 @@ class _Evaluation:
             x0 = _to(p.inputs(self.seed("trial", 0)), self.device)
             try:  # where the reference returns a view of its inputs (or its own weights, buffers), so may the candidate
                 x1 = C.owned_copy(x0)
+                v0 = C.versions(x1)
                 self.ref_alias = shm.output_aliases(model(*x1), [x1, list(model.parameters()), list(model.buffers())])
                 # a reference that works in place on its inputs (x.mul_(w); return x): the parent's input region is
-                # read-only to every worker, so each party gets writable copies of it, refilled every round
-                self.inputs_writable = not C.same_tensors(x1, x0)
+                # read-only to every worker, so each party gets writable copies of it, refilled every round. Its
+                # values may not change (a guard clamp_ on inputs in range), its version counters do (redteam10 hn22)
+                self.inputs_writable = not C.same_tensors(x1, x0) or C.versions(x1) != v0
             except Exception:  # noqa: BLE001 - the reference fails: its rounds say so
                 self.ref_alias = []
             sources: list = []
@@ -835,6 +838,8 @@ class _Evaluation:
         rounds = [r for r in rounds if not r.get("after_repeat")] + late
         for r in rounds:  # each element's own budget (correctness.element_scales), for every round compared
             r["scales"] = rounds[0]["scales"] if r.get("repeat") else self._scales(r["inputs"], r["expected"])
+        # a write on any planned round's inputs (a data-dependent in-place branch) counts too: workers start after
+        self.inputs_writable = self.inputs_writable or self.writes_inputs
         return rounds
 
     def _plan_discrete(self, base: dict, rounds: list[dict]) -> None:
@@ -959,7 +964,11 @@ class _Evaluation:
         import torch
 
         with torch.no_grad():
-            return _cpu(C.owned_copy(self.model(*_to(C.owned_copy(x), self.device))))
+            xs = _to(C.owned_copy(x), self.device)
+            v0 = C.versions(xs)
+            out = _cpu(C.owned_copy(self.model(*xs)))
+            self.writes_inputs = self.writes_inputs or C.versions(xs) != v0  # see plan: inputs_writable
+            return out
 
     def _reference64(self, x):
         """The float64 reference's output on ``x`` (inputs and weights in float64), or None where it has none.

@@ -84,3 +84,19 @@ def test_the_other_walkers_descend_into_dicts():
         assert f(flat) == f(nested) and f(nested)
     assert C.shapes_of(flat) == C.shapes_of(nested)
     assert C.same_tensors(nested, C.owned_copy(nested))
+
+
+def test_version_counters_see_an_in_place_write_that_changes_no_value():
+    """redteam10 hn22: a guard ``clamp_`` on inputs already in range writes nothing new, so the values of trial 0
+    said the reference was out of place, and the eager party then faulted on the read-only input region. The
+    version counters see every in-place write."""
+    x = torch.rand(4, 3)
+    y = {"a": x.clone(), "b": [torch.zeros(2)]}
+    v = C.versions(y)
+    with torch.no_grad():
+        y["a"].clamp_(-1.0, 2.0)
+    assert C.same_tensors(y, {"a": x, "b": [torch.zeros(2)]})  # the values say nothing
+    assert C.versions(y) != v and C.versions(y)[1] == v[1]
+    with torch.inference_mode():
+        z = torch.ones(2)
+    assert C.versions([z]) == [-1]
