@@ -575,16 +575,21 @@ class _Evaluation:
         # redrawn within the domain its values show (C.redraw_tensor: a permutation permuted, a sorted one sorted,
         # else within its [min, max]), the first variant on which the reference stays defined; bool buffers are a
         # mask's support, structure like the zeros a floating mask keeps (docs/kernels.md, Known gaps)
+        # one-element buffers too (a zero point, a shift: redteam10 h02 baked in its init), and a variant that moves
+        # nothing (``range`` of a constant) is no variation: the next is tried (``below`` moves a constant c >= 2)
         ints = {k: v for k, v in model.named_buffers() if k in sd and not (v.is_floating_point() or v.is_complex())
-                and v.dtype != torch.bool and v.numel() > 1}
+                and v.dtype != torch.bool and v.numel() >= 1}
         if ints and not baseline():
             return model
         for i, k in enumerate(sorted(ints)):
             v = ints[k]
             old = v.detach().clone()
             for variant in C.redraw_variants(old):
+                new = C.redraw_tensor(old.cpu(), variant, self.seed("weights", 100 + i))
+                if torch.equal(new, old.cpu()):
+                    continue
                 with torch.no_grad():
-                    v.copy_(C.redraw_tensor(old.cpu(), variant, self.seed("weights", 100 + i)).to(v.device))
+                    v.copy_(new.to(v.device))
                 if defined():
                     break
                 with torch.no_grad():

@@ -449,6 +449,17 @@ def test_a_reference_writing_its_inputs_without_changing_them_is_in_place():
     assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
 
 
+def test_one_element_and_constant_int_buffers_are_moved():
+    """redteam10 h02: a one-element int32 zero point (FakeQuantize's), baked in as its init's 128 (+1): integer
+    buffers were redrawn only with more than one element, and a constant one kept the first variant, which moved
+    nothing. Now every integer buffer is varied and a variant that moves nothing is skipped (``below``: a constant
+    c >= 2 drawn in [1, c]); the kernel reading the buffer passes."""
+    r = run(SOL / "zero_point_baked.py", "fakequant_zero_point")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    r = run(HON / "fakequant_zero_point_c.py", "fakequant_zero_point")
+    assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
+
+
 def test_int_inputs_are_moved():
     """redteam9 h03: a roll by an int passed to forward, baked in (+3: ints were never moved). Ints are moved where
     the reference keeps its output shapes (correctness.move_int); the kernel that reads the shift passes."""
