@@ -1175,6 +1175,29 @@ def finite_where(ref, ref64) -> bool:
         return bool((torch.isfinite(ref) | ~torch.isfinite(ref64)).all())
     if isinstance(ref, (list, tuple)):
         return isinstance(ref64, (list, tuple)) and len(ref) == len(ref64) and all(finite_where(a, b) for a, b in zip(ref, ref64))
+    if isinstance(ref, dict):
+        return isinstance(ref64, dict) and ref.keys() == ref64.keys() and all(finite_where(v, ref64[k]) for k, v in ref.items())
+    return True
+
+
+def infinities_agree(ref, ref64) -> bool:
+    """Pure: no NaN in ``ref64``'s floating tensors, and wherever ``ref64`` is infinite ``ref`` holds the same
+    infinity. A reference with infinities by design (a masked log-softmax's -inf) keeps them under a transform
+    exactly where its float64 twin does: such a round is well defined (redteam10 h04: every transform of a masked
+    log-softmax was dropped, and a log-softmax without its max subtraction passed)."""
+    import torch
+
+    ta, tb = list(_tensors(ref)), list(_tensors(ref64))
+    if len(ta) != len(tb):
+        return False
+    for a, b in zip(ta, tb):
+        if not (b.is_floating_point() or b.is_complex()):
+            continue
+        if a.shape != b.shape or bool(torch.isnan(b).any()):
+            return False
+        inf = torch.isinf(b)
+        if bool(inf.any()) and not bool((a[inf] == b[inf].to(a.dtype)).all()):
+            return False
     return True
 
 

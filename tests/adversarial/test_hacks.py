@@ -460,6 +460,19 @@ def test_one_element_and_constant_int_buffers_are_moved():
     assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
 
 
+def test_a_reference_infinite_by_design_keeps_its_transforms():
+    """redteam10 h04: a masked log-softmax is -inf where masked, and a transformed round was admitted only where
+    the float64 reference was finite everywhere: every transform was dropped, and a log-softmax without its max
+    subtraction (+1) never met a large score. Rounds whose infinities are the float64 twin's, on a problem with
+    infinities on its own trial 0, are kept; the max-shifted kernel passes."""
+    r = run(SOL / "lsm_no_max.py", "masked_log_softmax")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    assert any(x["kind"] == "scale_up" for x in r.rounds), r.rounds
+    r = run(HON / "masked_lsm_c.py", "masked_log_softmax")
+    assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
+    assert any(x["kind"] == "scale_up" for x in r.rounds), r.rounds
+
+
 def test_int_inputs_are_moved():
     """redteam9 h03: a roll by an int passed to forward, baked in (+3: ints were never moved). Ints are moved where
     the reference keeps its output shapes (correctness.move_int); the kernel that reads the shift passes."""

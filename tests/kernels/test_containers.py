@@ -100,3 +100,18 @@ def test_version_counters_see_an_in_place_write_that_changes_no_value():
     with torch.inference_mode():
         z = torch.ones(2)
     assert C.versions([z]) == [-1]
+
+
+def test_infinities_agree_by_hand():
+    """redteam10 h04: a masked log-softmax is -inf where masked by design; a transformed round is well defined
+    where the float32 reference holds exactly the float64 twin's infinities, and never with a NaN."""
+    ninf, nan = float("-inf"), float("nan")
+    e64 = torch.tensor([[0.5, ninf], [-1.0, ninf]], dtype=torch.float64)
+    assert C.infinities_agree(e64.float(), e64)
+    assert C.infinities_agree({"y": [e64.float()]}, {"y": [e64]})  # any container
+    assert not C.infinities_agree(torch.tensor([[0.5, -3.0e38], [-1.0, ninf]]), e64)  # finite where inf
+    assert not C.infinities_agree(torch.tensor([[0.5, float("inf")], [-1.0, ninf]]), e64)  # the other infinity
+    assert not C.infinities_agree(e64.float(), torch.tensor([[0.5, nan], [-1.0, ninf]], dtype=torch.float64))
+    assert C.infinities_agree(torch.ones(2), torch.ones(2, dtype=torch.float64))  # degenerate: nothing infinite
+    assert C.infinities_agree(torch.ones(2, dtype=torch.int64), torch.ones(2, dtype=torch.int64))
+    assert C.finite_where({"y": e64.float()}, {"y": e64}) and not C.finite_where({"y": e64}, {"y": e64.float()[:1]})
