@@ -728,6 +728,23 @@ def move_int(inputs: list, target: int, seed: int, frac: float = 1.0) -> list:
     return _replace_nth(inputs, _is_int, target, lambda x: x + sign * rng.randint(1, max(1, int(frac * abs(x) / 2))))
 
 
+def move_integral(inputs: list, target: int, seed: int, frac: float = 1.0) -> list | None:
+    """Pure: ``inputs`` with the ``target``-th Python float (:func:`scalar_targets`) moved by ``+-m`` as
+    :func:`move_int` moves an int, where its value is integral (an exponent 3.0, a count 8.0), else None. Such a
+    value's domain may be the integers (``pow`` of a negative base is real only there), where every scaling move
+    lands off it: redteam10 h01 baked in a cube, since each move of 3.0 made the reference NaN and was dropped."""
+    import random
+
+    vals: list[float] = []
+    _replace_nth(inputs, _is_float, target, lambda x: vals.append(x) or x)
+    if not vals or not math.isfinite(vals[0]) or vals[0] != round(vals[0]) or abs(vals[0]) >= 2.0 ** 52:
+        return None
+    rng = random.Random(seed)
+    sign = rng.choice((-1, 1))
+    return _replace_nth(inputs, _is_float, target,
+                        lambda x: x + float(sign * rng.randint(1, max(1, int(frac * abs(x) / 2)))))
+
+
 def rescale_scalar_far(inputs: list, target: int, seed: int, up: bool) -> list:
     """Pure: ``inputs`` with the ``target``-th Python float (:func:`scalar_targets`) multiplied by 2^(+-u), u drawn
     from ``seed`` uniformly in :data:`SCALAR_FAR` (up: +u; 0 becomes 2^(+-u)); every other value as it is. A kernel

@@ -896,6 +896,13 @@ class _Evaluation:
                 if exp is not None:
                     rounds.append({"kind": "scalar", "where": f"scalar {t} moved far {'up' if up else 'down'} inputs",
                                    "inputs": x, "expected": exp})
+            for frac in C.SCALAR_MOVES:  # an integral value (an exponent 3.0) moved by integers too (redteam10 h01)
+                x = C.move_integral(base["inputs"], t, self.seed("scalar_int", t), frac)
+                exp = None if x is None else self._checked_reference(x)
+                if exp is not None:
+                    rounds.append({"kind": "scalar", "where": f"scalar {t} moved by an integer inputs", "inputs": x,
+                                   "expected": exp})
+                    break
         # Python ints (a shift, an offset; redteam9 h03 baked in a roll by 37): moved where the reference's output
         # keeps its shapes and dtypes (a size or a dim changes them, or makes the reference raise: not moved)
         for t in C.int_targets(base["inputs"]):

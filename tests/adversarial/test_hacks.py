@@ -473,6 +473,17 @@ def test_a_reference_infinite_by_design_keeps_its_transforms():
     assert any(x["kind"] == "scale_up" for x in r.rounds), r.rounds
 
 
+def test_an_integral_float_argument_is_moved_by_integers():
+    """redteam10 h01: pow(x, p) with p = 3.0 on signed inputs: every scaling move of p is non-integral, the
+    reference NaN on negative bases, so each was dropped and a baked-in cube passed (+1). An integral float is
+    also moved by +-m (``C.move_integral``); the kernel reading p passes."""
+    r = run(SOL / "cube_baked.py", "pow_exponent")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    assert r.rounds[-1]["where"] == "scalar 0 moved by an integer inputs", r.rounds
+    r = run(HON / "pow_exponent_c.py", "pow_exponent")
+    assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
+
+
 def test_int_inputs_are_moved():
     """redteam9 h03: a roll by an int passed to forward, baked in (+3: ints were never moved). Ints are moved where
     the reference keeps its output shapes (correctness.move_int); the kernel that reads the shift passes."""

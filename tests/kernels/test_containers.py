@@ -115,3 +115,18 @@ def test_infinities_agree_by_hand():
     assert C.infinities_agree(torch.ones(2), torch.ones(2, dtype=torch.float64))  # degenerate: nothing infinite
     assert C.infinities_agree(torch.ones(2, dtype=torch.int64), torch.ones(2, dtype=torch.int64))
     assert C.finite_where({"y": e64.float()}, {"y": e64}) and not C.finite_where({"y": e64}, {"y": e64.float()[:1]})
+
+
+def test_an_integral_float_is_moved_by_integers():
+    """redteam10 h01: pow(x, 3.0) on signed inputs is real only at integral exponents; every scaling move of 3.0
+    made the reference NaN, so a kernel baking in a cube passed. An integral float is also moved by +-m."""
+    x = torch.randn(3)
+    seen = set()
+    for seed in range(20):
+        out = C.move_integral([x, 3.0], 0, seed)
+        assert out[0] is x and out[1] in (2.0, 4.0) and isinstance(out[1], float)
+        seen.add(out[1])
+    assert seen == {2.0, 4.0}  # both ways, from the seed
+    assert C.move_integral([x, 0.5], 0, 1) is None and C.move_integral([x, float("inf")], 0, 1) is None
+    assert C.move_integral([x, 1.0, 5.0], 1, 1)[1] == 1.0  # only the target moves
+    assert abs(C.move_integral([{"p": 64.0}], 0, 2)[0]["p"] - 64.0) in range(1, 33)
