@@ -94,6 +94,7 @@ class Server:
         self.views: dict[str, object] = {}
         self.layouts: dict[int, tuple] = {}  # id -> (input views, output layout, (shape, dtype) of a single tensor output)
         self.refills: dict[int, list] = {}  # id -> [(buffer over a writable twin, offset in the region)]: inputs_writable
+        self.valued: set[int] = set()  # layouts with value leaves: each round's request carries their values
 
     def reply(self, cmd: str, header: dict) -> None:
         self.ch.send({"reply_to": cmd, **header})
@@ -155,7 +156,7 @@ class Server:
             return tuple(items) if t == "tuple" else items
         if t == "dict":
             return {k: self._input(v, copies) for k, v in lay["items"].items()}
-        return lay["v"]
+        return VALUE  # a scalar: the round's request says which (fill_values)
 
     def _output(self, out, lay, values: list, addrs: list, strides: list) -> None:
         t = lay["t"]
@@ -212,11 +213,15 @@ class Server:
         fast = (torch.Size(ol["shape"]), getattr(torch, ol["dtype"])) if ol["t"] == "tensor" else None
         self.layouts[int(h["id"])] = (inputs, ol, fast)
         self.refills[int(h["id"])] = copies or []
+        if has_value(inputs):
+            self.valued.add(int(h["id"]))
         return {"ok": True}
 
     def round(self, h: dict) -> dict:
         self.keep = []  # the parent read the last round's outputs while this tree was frozen
         inputs, ol, fast = self.layouts[h["lay"]]
+        if h["lay"] in self.valued:
+            inputs = fill_values(inputs, list(h.get("values") or []))
         for buf, off in self.refills.get(h["lay"], ()):  # this round's inputs into the writable twins (inputs_writable)
             if os.preadv(self.in_fd, [buf], off) != len(buf):
                 raise RuntimeError("short read of the input region")
@@ -273,6 +278,50 @@ class Server:
                 return
             else:
                 self.reply(str(cmd)[:50], {"ok": False, "kind": "runtime_error", "error": "unknown command"})
+
+
+class _Value:
+    """The place of a scalar input in a layout's inputs, filled each round from its request."""
+
+    def __repr__(self) -> str:
+        return "VALUE"
+
+
+VALUE = _Value()
+
+
+def has_value(x) -> bool:
+    """Pure: does a structure built by ``Server._input`` hold a scalar's place?"""
+    if x is VALUE:
+        return True
+    if isinstance(x, (list, tuple)):
+        return any(has_value(v) for v in x)
+    if isinstance(x, dict):
+        return any(has_value(v) for v in x.values())
+    return False
+
+
+def fill_values(x, values: list):
+    """Pure: ``x`` with each scalar's place (:data:`VALUE`, traversal order) taken by the next of ``values``, which
+    must match them in number."""
+    it = iter(values)
+
+    def fill(v):
+        if v is VALUE:
+            try:
+                return next(it)
+            except StopIteration:
+                raise ValueError("the round's request carries fewer values than its layout has scalars") from None
+        if isinstance(v, (list, tuple)):
+            return type(v)(fill(w) for w in v)
+        if isinstance(v, dict):
+            return {k: fill(w) for k, w in v.items()}
+        return v
+
+    out = fill(x)
+    if next(it, VALUE) is not VALUE:
+        raise ValueError("the round's request carries more values than its layout has scalars")
+    return out
 
 
 def positional_state(ref: dict, own: dict) -> dict:

@@ -484,6 +484,20 @@ def test_an_integral_float_argument_is_moved_by_integers():
     assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
 
 
+def test_the_layout_exchange_carries_no_value_of_a_round():
+    """redteam10 h10: a round's scalar arguments travelled in the layout the parent sends before the round, out of
+    the clock and unsampled (h10 built its cos/sin table there with torch), and so did a Python-float output's
+    expected value. Layouts now hold no value (``shm.without_values``): a kernel taking its slope from that exchange
+    is wrong, and one returning the mean it was sent there is wrong; the round's request carries the inputs'
+    values, so the honest kernel passes."""
+    r = run(SOL / "scalar_from_layout.py", "leaky_scalar")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    r = run(SOL / "leaf_from_layout.py", "mean_leaf")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    r = run(HON / "leaky_scalar_c.py", "leaky_scalar", **PROFILE)
+    assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
+
+
 def test_int_inputs_are_moved():
     """redteam9 h03: a roll by an int passed to forward, baked in (+3: ints were never moved). Ints are moved where
     the reference keeps its output shapes (correctness.move_int); the kernel that reads the shift passes."""

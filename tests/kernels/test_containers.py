@@ -3,6 +3,8 @@ arrives as ``{"x": tensor}`` passed every transform unchanged, so a one-pass var
 walker, run on the same tensors flat and inside a dict: the same draws, in the same order, give the same
 tensors; a walker that forgets a container kind fails here, whichever walker it is."""
 
+import json
+
 import pytest
 import torch
 
@@ -130,3 +132,25 @@ def test_an_integral_float_is_moved_by_integers():
     assert C.move_integral([x, 0.5], 0, 1) is None and C.move_integral([x, float("inf")], 0, 1) is None
     assert C.move_integral([x, 1.0, 5.0], 1, 1)[1] == 1.0  # only the target moves
     assert abs(C.move_integral([{"p": 64.0}], 0, 2)[0]["p"] - 64.0) in range(1, 33)
+
+
+def test_layouts_sent_ahead_of_a_round_hold_no_value():
+    """redteam10 h10: ``shm.without_values`` takes every scalar out of a layout, in traversal order; the worker puts
+    the round's values back in the same order (``worker.fill_values``), and refuses a count that does not match."""
+    from shiftkit.kernels import shm, worker
+
+    x = [torch.zeros(2, 3), 0.25, {"k": 7, "t": torch.ones(1)}, (None, "s")]
+    lay, _ = shm.layout(x)
+    bare, vals = shm.without_values(lay)
+    assert vals == [0.25, 7, None, "s"]
+    assert '"v"' not in json.dumps(bare) and '"v"' in json.dumps(lay)
+    built = [torch.zeros(2, 3), worker.VALUE, {"k": worker.VALUE, "t": torch.ones(1)}, (worker.VALUE, worker.VALUE)]
+    assert worker.has_value(built) and not worker.has_value([torch.zeros(1), {"a": [1.0]}])
+    got = worker.fill_values(built, vals)
+    assert got[1] == 0.25 and got[2]["k"] == 7 and got[3] == (None, "s") and isinstance(got[3], tuple)
+    assert built[1] is worker.VALUE  # the template is kept for the next round
+    with pytest.raises(ValueError):
+        worker.fill_values(built, vals[:-1])
+    with pytest.raises(ValueError):
+        worker.fill_values(built, vals + [1])
+    assert shm.without_values(shm.layout([torch.ones(2)])[0])[1] == []  # degenerate: no scalar
