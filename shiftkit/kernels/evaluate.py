@@ -195,8 +195,13 @@ def admit_problem(problem: KernelProblem, config: EvalConfig) -> list[Finding]:
     if key in _ADMISSION:
         return _ADMISSION[key]
     model = problem.make_model(config.seed)
+    outs = []
     with torch.no_grad():
-        outs = [C.owned_copy(model(*problem.inputs(config.seed + 7919 * k))) for k in range(2)]
+        for k in range(2):  # with the inputs it writes (with_writes): an in-place reference returning None is not degenerate
+            xs = problem.inputs(config.seed + 7919 * k)
+            v0 = C.versions(shm.tensor_leaves(xs))
+            out = model(*xs)
+            outs.append(C.owned_copy(with_writes(out, xs, written_inputs(v0, xs))))
     atol, rtol = C.tolerance_for(_first_dtype(outs[0]), config.tolerance, config.atol, config.rtol)
     found = []
     d = C.degeneracy(outs[0], atol, rtol)
@@ -206,6 +211,23 @@ def admit_problem(problem: KernelProblem, config: EvalConfig) -> list[Finding]:
         found.append(Finding("degenerate_problem", "reference output does not change with the inputs"))
     _ADMISSION[key] = found
     return found
+
+
+def with_writes(out: Any, xs: Any, written: list[int]) -> Any:
+    """Pure: a reference's output with the input tensors it writes after it, ``(out, [those inputs])``, where
+    ``written`` (indices in :func:`shm.tensor_leaves` order) is not empty; else ``out``. What a reference writes
+    into its inputs is its output too (redteam10 h09: an accumulator reset by ``acc.zero_()`` and never compared;
+    h05: a reference returning None): every party returns it, and the candidate's is compared."""
+    if not written:
+        return out
+    leaves = shm.tensor_leaves(xs)
+    return out, [leaves[i] for i in written]
+
+
+def written_inputs(before: list[int], xs: Any) -> list[int]:
+    """The indices (:func:`shm.tensor_leaves` order) of the tensors of ``xs`` whose version counter moved from
+    ``before`` (:func:`C.versions` in that order): the inputs a call wrote, whatever the values."""
+    return [i for i, (a, b) in enumerate(zip(before, C.versions(shm.tensor_leaves(xs)))) if a != b]
 
 
 def _first_dtype(x: Any) -> str:
@@ -481,6 +503,7 @@ class _Evaluation:
         self.inputs_writable = False  # the reference writes into its inputs (plan): every party gets writable copies
         self.writes_inputs = False  # a reference call bumped a version counter of its inputs (reference)
         self.inf_by_design = False  # the reference's output on trial 0 holds infinities (plan; _well_defined)
+        self.written: list[int] = []  # the input tensors (shm.tensor_leaves order) the reference writes on trial 0
 
     @property
     def model(self):
@@ -668,7 +691,7 @@ class _Evaluation:
         inductor = c.cache / "inductor"
         inductor.mkdir(parents=True, exist_ok=True)
         setup = {"mode": mode, "backend": c.backend, "device": self.device, "threads": c.threads,
-                 "inputs_writable": self.inputs_writable,
+                 "inputs_writable": self.inputs_writable, "written": self.written,
                  "layout": self.s.layout if cand else "", "python_name": self.s.python_name if cand else "",
                  "builds": entries, "isolate": self.isolate, "mem_mb": c.mem_limit_mb if cand else 0,
                  "cpu_s": int(c.timeout_s * 2) + 30, "max_output_bytes": c.max_output_bytes if cand else 1 << 30,
@@ -776,7 +799,10 @@ class _Evaluation:
             try:  # where the reference returns a view of its inputs (or its own weights, buffers), so may the candidate
                 x1 = C.owned_copy(x0)
                 v0 = C.versions(x1)
+                w0 = C.versions(shm.tensor_leaves(x1))
                 self.ref_alias = shm.output_aliases(model(*x1), [x1, list(model.parameters()), list(model.buffers())])
+                self.written = written_inputs(w0, x1)
+                self.ref_alias += [True] * len(self.written)  # the written inputs, returned after the output
                 # a reference that works in place on its inputs (x.mul_(w); return x): the parent's input region is
                 # read-only to every worker, so each party gets writable copies of it, refilled every round. Its
                 # values may not change (a guard clamp_ on inputs in range), its version counters do (redteam10 hn22)
@@ -929,8 +955,8 @@ class _Evaluation:
         try:
             with FakeTensorMode(allow_non_fake_inputs=True) as mode, torch.no_grad():
                 fx = tree_map(lambda t: mode.from_tensor(t) if isinstance(t, torch.Tensor) else t, list(x))
-                out = self.model(*_to(fx, self.device))
-                got = shapes(out)
+                fxs = _to(fx, self.device)
+                got = shapes(with_writes(self.model(*fxs), fxs, self.written))
         except Exception:  # noqa: BLE001 - data-dependent, or an op fake tensors do not cover: not admitted
             return False
         return got == shapes(expected)
@@ -980,7 +1006,7 @@ class _Evaluation:
         with torch.no_grad():
             xs = _to(C.owned_copy(x), self.device)
             v0 = C.versions(xs)
-            out = _cpu(C.owned_copy(self.model(*xs)))
+            out = _cpu(C.owned_copy(with_writes(self.model(*xs), xs, self.written)))
             self.writes_inputs = self.writes_inputs or C.versions(xs) != v0  # see plan: inputs_writable
             return out
 
@@ -996,7 +1022,8 @@ class _Evaluation:
             return self._last64[1]
         try:
             with torch.no_grad():
-                out = _cpu(C.owned_copy(self.m64(*_to(C.owned_copy(_double(x)), self.device))))
+                xs = _to(C.owned_copy(_double(x)), self.device)
+                out = _cpu(C.owned_copy(with_writes(self.m64(*xs), xs, self.written)))
         except Exception:  # noqa: BLE001 - the model has no fp64 path
             out = None
         self._last64 = (x, out)
@@ -1027,7 +1054,8 @@ class _Evaluation:
                 for _ in range(C.SENSITIVITY_DRAWS):
                     for t, v in zip(params, saved):
                         t.copy_(C.moved_relative(v, gen))
-                    out = _cpu(self.m64(*_to(C.owned_copy(C.moved_relative(_double(x), gen)), self.device)))
+                    xs = _to(C.owned_copy(C.moved_relative(_double(x), gen)), self.device)
+                    out = _cpu(with_writes(self.m64(*xs), xs, self.written))
                     sumsq = C.add_tree(sumsq, C.squared_change(e64, out))
         except Exception as err:  # noqa: BLE001 - a float64 reference that fails on moved inputs: said, not hidden
             self.res.tolerance = f"per-tensor: the float64 reference failed on moved inputs ({type(err).__name__})"

@@ -139,6 +139,20 @@ def mark_aliases(lay: Any, flags: list[bool]) -> Any:
     return out
 
 
+def tensor_leaves(x: Any) -> list:
+    """Pure: the tensors of a structure in layout order (:func:`layout`: dict keys sorted), the order in which
+    the parent and every worker number the inputs a reference writes."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in tensor_leaves(v)]
+    if isinstance(x, dict):
+        return [t for k in sorted(x) for t in tensor_leaves(x[k])]
+    return []
+
+
 def leaves(lay: Any) -> list[dict]:
     """Pure: the tensor leaves of a layout in traversal order."""
     if lay["t"] == "tensor":

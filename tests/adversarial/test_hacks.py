@@ -498,6 +498,20 @@ def test_the_layout_exchange_carries_no_value_of_a_round():
     assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
 
 
+def test_what_a_reference_writes_into_its_inputs_is_compared():
+    """redteam10 h09, h05: only returned values were compared, so a kernel that skipped an accumulator's reset
+    (``acc.zero_()``, written and not returned) passed, and so did a no-op for an optimiser step returning None.
+    The inputs the reference writes (version counters, trial 0) are returned after its output by every party
+    (``evaluate.with_writes``) and compared; the kernels that write them pass, timed."""
+    r = run(SOL / "skip_accumulator_reset.py", "accum_reset")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    r = run(SOL / "noreturn_noop.py", "sgd_noreturn")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    for sol, problem in [("accum_inplace_c.py", "accum_reset"), ("sgd_inplace_c.py", "sgd_noreturn")]:
+        r = run(HON / sol, problem, **PROFILE)
+        assert r.correct and r.reward >= 1.0, (sol, r.codes(None), r.reason)
+
+
 def test_int_inputs_are_moved():
     """redteam9 h03: a roll by an int passed to forward, baked in (+3: ints were never moved). Ints are moved where
     the reference keeps its output shapes (correctness.move_int); the kernel that reads the shift passes."""

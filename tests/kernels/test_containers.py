@@ -154,3 +154,23 @@ def test_layouts_sent_ahead_of_a_round_hold_no_value():
     with pytest.raises(ValueError):
         worker.fill_values(built, vals + [1])
     assert shm.without_values(shm.layout([torch.ones(2)])[0])[1] == []  # degenerate: no scalar
+
+
+def test_the_inputs_a_reference_writes_are_its_output_too():
+    """redteam10 h05, h09: ``evaluate.with_writes`` puts the input tensors a call wrote (version counters, in
+    ``shm.tensor_leaves`` order: dict keys sorted, as layouts number them) after its output."""
+    from shiftkit.kernels import shm
+    from shiftkit.kernels.evaluate import with_writes, written_inputs
+
+    xs = [{"b": torch.zeros(2), "a": torch.ones(3)}, torch.full((2,), 5.0)]
+    assert [t.numel() for t in shm.tensor_leaves(xs)] == [3, 2, 2]  # "a" before "b"
+    before = C.versions(shm.tensor_leaves(xs))
+    with torch.no_grad():
+        xs[0]["b"].add_(1.0)
+        xs[1].clamp_(0.0, 9.0)  # a write that changes no value still counts
+    idx = written_inputs(before, xs)
+    assert idx == [1, 2]
+    out = with_writes(None, xs, idx)
+    assert out[0] is None and out[1][0] is xs[0]["b"] and out[1][1] is xs[1]
+    assert with_writes("y", xs, []) == "y"  # degenerate: nothing written, the output as it is
+    assert written_inputs(C.versions(shm.tensor_leaves(xs)), xs) == []
