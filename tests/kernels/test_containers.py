@@ -174,3 +174,23 @@ def test_the_inputs_a_reference_writes_are_its_output_too():
     assert out[0] is None and out[1][0] is xs[0]["b"] and out[1][1] is xs[1]
     assert with_writes("y", xs, []) == "y"  # degenerate: nothing written, the output as it is
     assert written_inputs(C.versions(shm.tensor_leaves(xs)), xs) == []
+
+
+def test_the_positional_parameters_read_off_a_solution_are_the_functions_own():
+    """redteam10 hn02: ``load_c("spow_c", None, {"spow.c": SRC})`` names ``sources`` by position, and the extractor's
+    list (name, source, extra_cflags, ...) read the dict as compiler flags (``build_flag`` for an honest call). The
+    lists are checked against the signatures they mirror (torch.utils.cpp_extension.load_inline, runtime.load_c)."""
+    import inspect
+
+    from torch.utils.cpp_extension import load_inline
+
+    from shiftkit.kernels import runtime, specs
+
+    assert specs._LOAD_C_POS == list(inspect.signature(runtime.load_c).parameters)
+    inline = list(inspect.signature(load_inline).parameters)
+    assert specs._LOAD_INLINE_POS == inline[:len(specs._LOAD_INLINE_POS)]
+    got, findings = specs.extract_specs('from shiftkit.kernels.runtime import load_c\n'
+                                        'SRC = "int f(void) { return 1; }"\n'
+                                        'lib = load_c("spow_c", None, {"spow.c": SRC}, ["-O2"])\n')
+    assert not [f for f in findings if f.severity == "error"], findings
+    assert got[0].sources == {"spow.c": "int f(void) { return 1; }"} and got[0].extra_cflags == ["-O2"]
