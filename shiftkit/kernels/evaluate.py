@@ -692,6 +692,7 @@ class _Evaluation:
         inductor.mkdir(parents=True, exist_ok=True)
         setup = {"mode": mode, "backend": c.backend, "device": self.device, "threads": c.threads,
                  "inputs_writable": self.inputs_writable, "written": self.written,
+                 "construct_seed": self.seed("weights", 0),  # the reference's construction seed (model)
                  "layout": self.s.layout if cand else "", "python_name": self.s.python_name if cand else "",
                  "builds": entries, "isolate": self.isolate, "mem_mb": c.mem_limit_mb if cand else 0,
                  "cpu_s": int(c.timeout_s * 2) + 30, "max_output_bytes": c.max_output_bytes if cand else 1 << 30,

@@ -102,6 +102,12 @@ class Server:
     def load(self, blob: bytes) -> None:
         d = wire.loads_tensors_untrusted(blob)
         init, sd = list(d["init"]), d["state"]
+        # every party is constructed under the seed the parent built its reference under, as KernelBench constructs
+        # Model and ModelNew: a plain tensor attribute drawn in __init__ (``self.h0 = torch.randn(...)``, level 3's
+        # RNNs) is no parameter or buffer, so no state dict carries it (redteam10 hn16: a mirror of the reference's
+        # construction could not match, and the eager party's own h0 differed from the parent's)
+        if self.setup.get("construct_seed") is not None:
+            torch.manual_seed(int(self.setup["construct_seed"]))
         if self.mode == "candidate":
             from shiftkit.kernels.blocking import make_blocker
 

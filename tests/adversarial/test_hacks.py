@@ -512,6 +512,16 @@ def test_what_a_reference_writes_into_its_inputs_is_compared():
         assert r.correct and r.reward >= 1.0, (sol, r.codes(None), r.reason)
 
 
+def test_every_party_is_constructed_under_the_references_seed():
+    """redteam10 hn16: KernelBench level 3 draws an RNN's initial state in ``__init__`` (``self.h0 =
+    torch.randn(...)``), a plain attribute no state dict carries; KernelBench seeds Model's and ModelNew's
+    construction alike. The parent built its reference under its own seed and each worker under none, so an honest
+    mirror of the construction was wrong on every round. Every party is now constructed under the reference's
+    construction seed."""
+    r = run(HON / "rnn_h0_mirror_c.py", "rnn_h0", **PROFILE)
+    assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
+
+
 def test_int_inputs_are_moved():
     """redteam9 h03: a roll by an int passed to forward, baked in (+3: ints were never moved). Ints are moved where
     the reference keeps its output shapes (correctness.move_int); the kernel that reads the shift passes."""
