@@ -167,7 +167,8 @@ class Server:
     def _output(self, out, lay, values: list, addrs: list, strides: list) -> None:
         t = lay["t"]
         if t == "tensor":
-            if type(out) is not torch.Tensor:
+            if type(out) not in _PLAIN:  # a Parameter is a plain tensor with a flag (redteam10 hn20: a reference
+                # returning its own gate parameter failed the eager party for every solution); subclasses are refused
                 raise _OutputType(f"output is {type(out).__name__}, expected a plain torch.Tensor")
             if list(out.shape) != lay["shape"] or shm._dtype_name(out) != lay["dtype"]:
                 raise _OutputType(f"output is {shm._dtype_name(out)}{list(out.shape)}, expected {lay['dtype']}{lay['shape']}")
@@ -288,6 +289,9 @@ class Server:
                 return
             else:
                 self.reply(str(cmd)[:50], {"ok": False, "kind": "runtime_error", "error": "unknown command"})
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)  # output tensor types taken as they are (no subclass: its dispatch is its own)
 
 
 class _Value:

@@ -522,6 +522,14 @@ def test_every_party_is_constructed_under_the_references_seed():
     assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
 
 
+def test_a_reference_returning_its_own_parameter():
+    """redteam10 hn20: a reference returning one of its nn.Parameters (a gate, for a penalty) failed the eager
+    party's output check (a plain tensor only), a harness error for every solution. A Parameter is taken as the
+    plain tensor it is (subclasses are still refused); a kernel returning its own gate parameter passes."""
+    r = run(HON / "gate_param_out_c.py", "gate_param_out", **PROFILE)
+    assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
+
+
 def test_int_inputs_are_moved():
     """redteam9 h03: a roll by an int passed to forward, baked in (+3: ints were never moved). Ints are moved where
     the reference keeps its output shapes (correctness.move_int); the kernel that reads the shift passes."""
