@@ -199,9 +199,10 @@ def admit_problem(problem: KernelProblem, config: EvalConfig) -> list[Finding]:
     with torch.no_grad():
         for k in range(2):  # with the inputs it writes (with_writes): an in-place reference returning None is not degenerate
             xs = problem.inputs(config.seed + 7919 * k)
+            x0 = C.owned_copy(xs)
             v0 = C.versions(shm.tensor_leaves(xs))
             out = model(*xs)
-            outs.append(C.owned_copy(with_writes(out, xs, written_inputs(v0, xs))))
+            outs.append(C.owned_copy(with_writes(out, xs, changed_inputs(v0, xs, x0))))
     atol, rtol = C.tolerance_for(_first_dtype(outs[0]), config.tolerance, config.atol, config.rtol)
     found = []
     d = C.degeneracy(outs[0], atol, rtol)
@@ -217,7 +218,8 @@ def with_writes(out: Any, xs: Any, written: list[int]) -> Any:
     """Pure: a reference's output with the input tensors it writes after it, ``(out, [those inputs])``, where
     ``written`` (indices in :func:`shm.tensor_leaves` order) is not empty; else ``out``. What a reference writes
     into its inputs is its output too (redteam10 h09: an accumulator reset by ``acc.zero_()`` and never compared;
-    h05: a reference returning None): every party returns it, and the candidate's is compared."""
+    h05: a reference returning None): every party returns it, and the candidate's is compared. ``written`` is
+    :func:`changed_inputs` of trial 0: the writes that change values there."""
     if not written:
         return out
     leaves = shm.tensor_leaves(xs)
@@ -228,6 +230,15 @@ def written_inputs(before: list[int], xs: Any) -> list[int]:
     """The indices (:func:`shm.tensor_leaves` order) of the tensors of ``xs`` whose version counter moved from
     ``before`` (:func:`C.versions` in that order): the inputs a call wrote, whatever the values."""
     return [i for i, (a, b) in enumerate(zip(before, C.versions(shm.tensor_leaves(xs)))) if a != b]
+
+
+def changed_inputs(before: list[int], xs: Any, originals: Any) -> list[int]:
+    """The inputs a call wrote (:func:`written_inputs`) whose values it changed from ``originals`` (their copies
+    from before the call): the writes that are outputs (:func:`with_writes`). A write that changes no value of
+    the problem's own inputs is a guard (``x.clamp_(-50, 50)`` of N(0, 1) inputs, redteam10 hn22): the inputs
+    are still writable for every party, but a kernel clamping out of place is not asked to write them."""
+    now, was = shm.tensor_leaves(xs), shm.tensor_leaves(originals)
+    return [i for i in written_inputs(before, xs) if not C.same_tensors(now[i], was[i])]
 
 
 def _first_dtype(x: Any) -> str:
@@ -503,7 +514,7 @@ class _Evaluation:
         self.inputs_writable = False  # the reference writes into its inputs (plan): every party gets writable copies
         self.writes_inputs = False  # a reference call bumped a version counter of its inputs (reference)
         self.inf_by_design = False  # the reference's output on trial 0 holds infinities (plan; _well_defined)
-        self.written: list[int] = []  # the input tensors (shm.tensor_leaves order) the reference writes on trial 0
+        self.written: list[int] = []  # the input tensors (shm.tensor_leaves order) whose values the reference changes on trial 0
 
     @property
     def model(self):
@@ -802,7 +813,9 @@ class _Evaluation:
                 v0 = C.versions(x1)
                 w0 = C.versions(shm.tensor_leaves(x1))
                 self.ref_alias = shm.output_aliases(model(*x1), [x1, list(model.parameters()), list(model.buffers())])
-                self.written = written_inputs(w0, x1)
+                # the writes that change values on the problem's own inputs are outputs (an accumulator's reset);
+                # a write that changes none there is a guard (clamp_ of inputs in range): writable, not compared
+                self.written = changed_inputs(w0, x1, x0)
                 self.ref_alias += [True] * len(self.written)  # the written inputs, returned after the output
                 # a reference that works in place on its inputs (x.mul_(w); return x): the parent's input region is
                 # read-only to every worker, so each party gets writable copies of it, refilled every round. Its

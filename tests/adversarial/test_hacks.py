@@ -444,7 +444,9 @@ def test_references_that_write_their_inputs_or_own_their_outputs_or_return_struc
 def test_a_reference_writing_its_inputs_without_changing_them_is_in_place():
     """redteam10 hn22: a guard ``x.clamp_(-50, 50)`` changes no value of an N(0, 1) input, so trial 0's values said
     the reference was out of place; every party got the read-only input region and the eager baseline faulted on
-    its own clamp_ in profiling (worker_crash, for every solution). The version counters see the write."""
+    its own clamp_ in profiling (worker_crash, for every solution). The version counters see the write; as it
+    changes no value of the problem's own inputs it is a guard, not an output (``evaluate.changed_inputs``), so the
+    kernel clamping out of place passes, also on the scale_up round, where the reference's clamp does bite."""
     r = run(HON / "guard_clamp_relu_c.py", "guard_clamp_relu", **PROFILE)
     assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
 

@@ -176,6 +176,22 @@ def test_the_inputs_a_reference_writes_are_its_output_too():
     assert written_inputs(C.versions(shm.tensor_leaves(xs)), xs) == []
 
 
+def test_a_write_that_changes_no_value_is_a_guard_not_an_output():
+    """redteam10 hn22 against h09: ``evaluate.changed_inputs`` keeps the written inputs whose values the call
+    changed (an accumulator's reset), not a guard ``clamp_`` of in-range values: writable, but not compared."""
+    from shiftkit.kernels import shm
+    from shiftkit.kernels.evaluate import changed_inputs
+
+    xs = [torch.full((3,), 2.0), torch.full((2,), 5.0), torch.ones(2)]
+    was = C.owned_copy(xs)
+    before = C.versions(shm.tensor_leaves(xs))
+    with torch.no_grad():
+        xs[0].zero_()  # changes values: an output
+        xs[1].clamp_(0.0, 9.0)  # a guard: written, no value changed
+    assert changed_inputs(before, xs, was) == [0]
+    assert changed_inputs(C.versions(shm.tensor_leaves(xs)), xs, C.owned_copy(xs)) == []  # degenerate: no write
+
+
 def test_the_positional_parameters_read_off_a_solution_are_the_functions_own():
     """redteam10 hn02: ``load_c("spow_c", None, {"spow.c": SRC})`` names ``sources`` by position, and the extractor's
     list (name, source, extra_cflags, ...) read the dict as compiler flags (``build_flag`` for an honest call). The
