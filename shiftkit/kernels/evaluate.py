@@ -1338,7 +1338,7 @@ def _all_finite(x) -> bool:
     import torch
 
     if isinstance(x, torch.Tensor):
-        return not (x.is_floating_point() or x.is_complex()) or bool(torch.isfinite(x).all())
+        return not (x.is_floating_point() or x.is_complex()) or bool(torch.isfinite(C.wide(x)).all())
     if isinstance(x, (list, tuple)):
         return all(_all_finite(v) for v in x)
     if isinstance(x, dict):

@@ -532,6 +532,14 @@ def test_a_reference_returning_its_own_parameter():
     assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
 
 
+def test_a_float8_output_gets_one_step_of_its_format():
+    """redteam10 hn17: float8 outputs had no budget and were compared exactly; a quantiser that scales by a
+    reciprocal and converts through float16 lands one e4m3 step from torch's rounding on ~1 element in 128, and
+    got -1 on every round. Every float8 format gets one step of itself (``C.FP8_STEP``); the kernel passes."""
+    r = run(HON / "fp8_rowquant_f16_c.py", "fp8_rowquant", **PROFILE)
+    assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
+
+
 def test_int_inputs_are_moved():
     """redteam9 h03: a roll by an int passed to forward, baked in (+3: ints were never moved). Ints are moved where
     the reference keeps its output shapes (correctness.move_int); the kernel that reads the shift passes."""

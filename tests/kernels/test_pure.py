@@ -305,6 +305,27 @@ def test_tolerance_presets():
         C.tolerance_for("float32", "loose")
 
 
+def test_float8_outputs_get_one_step_of_their_format():
+    """redteam10 hn17: float8 had no preset, so a float8 output was compared exactly; a kernel scaling by a
+    reciprocal differs by one e4m3 step at a rounding midpoint. One step of the format (its eps), in every preset;
+    a floating dtype no rule names is an error, not an exact comparison."""
+    for preset in C.TOLERANCE_PRESETS:
+        assert C.tolerance_for("float8_e4m3fn", preset) == (0.125, 0.125)
+        assert C.tolerance_for("float8_e5m2", preset) == (0.25, 0.25)
+    f8 = torch.float8_e4m3fn  # rms 0.25: budget 0.125 * 0.25 + 0.125 * |e| (1.0: 0.156; 0.0: 0.031)
+    e = torch.zeros(16).to(f8)
+    e[0] = 1.0
+    one_step, two_steps = e.clone(), e.clone()
+    one_step[0], one_step[1] = 1.125, 2.0 ** -9  # one step up; the smallest subnormal
+    two_steps[0] = 1.25
+    assert C.compare(e, one_step)[0] is None
+    assert C.compare(e, two_steps)[0] == "output_mismatch"
+    assert C.compare(e, e)[0] is None  # degenerate: equal
+    with pytest.raises(ValueError, match="float4_e2m1fn_x2"):
+        C.tolerance_for("float4_e2m1fn_x2")
+    assert C.tolerance_for("float4_e2m1fn_x2", atol=0.5, rtol=0.5) == (0.5, 0.5)  # named by the caller: honoured
+
+
 def test_transforms():
     x = [torch.tensor([1.0, -2.0, 3.0, 4.0]), torch.tensor([1, 2]), 3]
     assert torch.equal(C.transform(x, "negate", 0)[0], -x[0]) and torch.equal(C.transform(x, "negate", 0)[1], x[1])
