@@ -1047,6 +1047,29 @@ def leaf_dtypes(refs: list, refs64: list, sources: list, fallback: str, preset: 
     return out
 
 
+def unread_state(model, *args) -> tuple[Any, list[str]]:
+    """``model(*args)`` with the keys of ``model``'s state dict whose tensors no op of that call reads (by
+    storage, every argument of every dispatched op): eval-mode BatchNorm's ``num_batches_tracked``. A candidate
+    need not hold them (``worker.positional_state``). The values are not changed."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    seen: set[int] = set()
+
+    class _Reads(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            for t in tree_leaves((args, kwargs)):
+                if isinstance(t, torch.Tensor):
+                    seen.add(t.untyped_storage().data_ptr())
+            return func(*args, **(kwargs or {}))
+
+    with _Reads():
+        out = model(*args)
+    return out, [k for k, v in model.state_dict().items()
+                 if v.numel() and v.untyped_storage().data_ptr() not in seen]
+
+
 def scalar_sources(fn, *args) -> tuple[Any, list]:
     """``fn(*args)`` with a record, in order, of every floating tensor it read as a Python number
     (``aten._local_scalar_dense``: ``.item()``, ``float()``) as ``(dtype name, value)``, and of every downcast

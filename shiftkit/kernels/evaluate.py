@@ -514,6 +514,7 @@ class _Evaluation:
         self.inputs_writable = False  # the reference writes into its inputs (plan): every party gets writable copies
         self.writes_inputs = False  # a reference call bumped a version counter of its inputs (reference)
         self.inf_by_design = False  # the reference's output on trial 0 holds infinities (plan; _well_defined)
+        self.unread_state: list[str] = []  # state-dict keys no op of the reference's forward reads (plan)
         self.written: list[int] = []  # the input tensors (shm.tensor_leaves order) whose values the reference changes on trial 0
 
     @property
@@ -704,6 +705,7 @@ class _Evaluation:
         setup = {"mode": mode, "backend": c.backend, "device": self.device, "threads": c.threads,
                  "inputs_writable": self.inputs_writable, "written": self.written,
                  "construct_seed": self.seed("weights", 0),  # the reference's construction seed (model)
+                 "unread_state": self.unread_state,  # state-dict keys the reference's forward never reads (plan)
                  "layout": self.s.layout if cand else "", "python_name": self.s.python_name if cand else "",
                  "builds": entries, "isolate": self.isolate, "mem_mb": c.mem_limit_mb if cand else 0,
                  "cpu_s": int(c.timeout_s * 2) + 30, "max_output_bytes": c.max_output_bytes if cand else 1 << 30,
@@ -812,7 +814,8 @@ class _Evaluation:
                 x1 = C.owned_copy(x0)
                 v0 = C.versions(x1)
                 w0 = C.versions(shm.tensor_leaves(x1))
-                self.ref_alias = shm.output_aliases(model(*x1), [x1, list(model.parameters()), list(model.buffers())])
+                out1, self.unread_state = C.unread_state(model, *x1)  # tensors a candidate need not hold
+                self.ref_alias = shm.output_aliases(out1, [x1, list(model.parameters()), list(model.buffers())])
                 # the writes that change values on the problem's own inputs are outputs (an accumulator's reset);
                 # a write that changes none there is a guard (clamp_ of inputs in range): writable, not compared
                 self.written = changed_inputs(w0, x1, x0)

@@ -117,7 +117,7 @@ class Server:
             self.model = cls(*init)
             try:  # every reference tensor must be taken; a state of the candidate's own (a scratch buffer
                 # registered persistent, redteam7 hn13) keeps its own init: it cannot stand in for a reference weight
-                sd = positional_state(sd, self.model.state_dict())
+                sd = positional_state(sd, self.model.state_dict(), set(self.setup.get("unread_state") or ()))
                 unexpected = self.model.load_state_dict(sd, strict=False).unexpected_keys
             except Exception as e:  # noqa: BLE001
                 raise StateDictError(str(e)) from None
@@ -338,18 +338,25 @@ def fill_values(x, values: list):
     return out
 
 
-def positional_state(ref: dict, own: dict) -> dict:
+def positional_state(ref: dict, own: dict, unread: set | tuple = ()) -> dict:
     """Pure: the reference's state dict as ``ModelNew`` names it. By name where every reference key is one of
     the candidate's; else, where the two hold the same number of tensors with the same shapes and dtypes in
     registration order (parameters renamed, ``self.w`` for ``self.proj.weight``: redteam8 hn15, which
-    KernelBench's seeded construction accepts), position by position; else as it is (the load names what has
-    no place)."""
+    KernelBench's seeded construction accepts), position by position; else the same without the reference's
+    ``unread`` keys that the candidate has no place for (tensors no op of the reference's forward reads, as
+    eval-mode BatchNorm's ``num_batches_tracked``: redteam10 hn21 held the four it uses under names of its own);
+    else as it is (the load names what has no place)."""
     if set(ref) <= set(own):
         return ref
     a, b = list(ref.items()), list(own.items())
     if len(a) == len(b) and all(getattr(x, "shape", None) == getattr(y, "shape", None) and
                                 getattr(x, "dtype", None) == getattr(y, "dtype", None) for (_, x), (_, y) in zip(a, b)):
         return {k: v for (k, _), (_, v) in zip(b, a)}
+    kept = {k: v for k, v in ref.items() if k not in unread or k in own}
+    if len(kept) < len(ref):
+        got = positional_state(kept, own)
+        if set(got) <= set(own):
+            return got
     return ref
 
 

@@ -540,6 +540,14 @@ def test_a_float8_output_gets_one_step_of_its_format():
     assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
 
 
+def test_state_the_reference_never_reads_need_not_be_held():
+    """redteam10 hn21: a BatchNorm folded into four tensors under names of its own had no place for the
+    reference's ``num_batches_tracked``, which no op of an eval-mode forward reads (state_dict_mismatch). The
+    parent records the unread keys (``C.unread_state``); a candidate with no place for them passes."""
+    r = run(HON / "bn_relu_flat_c.py", "bn_relu", **PROFILE)
+    assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
+
+
 def test_int_inputs_are_moved():
     """redteam9 h03: a roll by an int passed to forward, baked in (+3: ints were never moved). Ints are moved where
     the reference keeps its output shapes (correctness.move_int); the kernel that reads the shift passes."""

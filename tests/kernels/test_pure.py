@@ -965,6 +965,26 @@ def test_positional_state_only_where_shapes_match_in_order():
     assert positional_state({}, {}) == {}  # degenerate
 
 
+def test_state_the_reference_never_reads_need_not_be_held():
+    """redteam10 hn21: an eval-mode BatchNorm never reads ``num_batches_tracked``; a module holding the four
+    tensors it uses under names of its own had no place for it (state_dict_mismatch). ``C.unread_state`` finds
+    the unread keys by storage; ``positional_state`` drops them only where the candidate has no place for them."""
+    from shiftkit.kernels.worker import positional_state
+
+    bn = torch.nn.BatchNorm1d(3).eval()
+    x = torch.randn(4, 3)
+    out, unread = C.unread_state(bn, x)
+    assert unread == ["num_batches_tracked"] and torch.equal(out, bn(x))
+    ref = bn.state_dict()
+    own = {"w": torch.empty(3), "b": torch.empty(3), "rm": torch.empty(3), "rv": torch.empty(3)}
+    got = positional_state(ref, own, set(unread))
+    assert list(got) == ["w", "b", "rm", "rv"] and got["rm"] is ref["running_mean"]
+    assert positional_state(ref, own) is ref  # nothing said unread: the load names what has no place
+    assert positional_state(ref, own, {"running_var"}) is ref  # dropping them places nothing: as it is
+    assert positional_state(ref, dict(own, num_batches_tracked=torch.empty((), dtype=torch.long)), set(unread)) is not ref
+    assert C.unread_state(torch.nn.Linear(2, 2), torch.randn(1, 2))[1] == []  # degenerate: everything read
+
+
 def test_owned_copy_and_same_tensors():
     """What the harness keeps of a reference call (redteam9 p01, p02, p06): tensors cloned, tuple subclasses
     plain tuples; same_tensors compares bit for bit with NaN equal to NaN."""
