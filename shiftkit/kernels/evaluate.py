@@ -514,6 +514,7 @@ class _Evaluation:
         self.inputs_writable = False  # the reference writes into its inputs (plan): every party gets writable copies
         self.writes_inputs = False  # a reference call bumped a version counter of its inputs (reference)
         self.inf_by_design = False  # the reference's output on trial 0 holds infinities (plan; _well_defined)
+        self.leaf_slack: dict[str, float] = {}  # a Python-float leaf's absolute slack by path (plan: C.leaf_noise)
         self.unread_state: list[str] = []  # state-dict keys no op of the reference's forward reads (plan)
         self.written: list[int] = []  # the input tensors (shm.tensor_leaves order) whose values the reference changes on trial 0
 
@@ -793,7 +794,7 @@ class _Evaluation:
         out = w.outputs(out_lay, h)
         code_, msg, diff = C.compare(expected, out, self.c.tolerance, self.c.atol, self.c.rtol,
                                      reduced_precision=self.p.allow_reduced_precision, leaf_dtype=self.leaf_dtype,
-                                     scales=scales)
+                                     scales=scales, leaf_slack=self.leaf_slack)
         if code_:
             self.add(Finding(code or code_, msg, "error", where))
             return rr, None
@@ -850,6 +851,11 @@ class _Evaluation:
             # float64 reference on the own trials and never tighter than the tensor it was read from
             self.leaf_dtype = C.leaf_dtypes([r["expected"] for r in rounds], [self._reference64(r["inputs"]) for r in rounds],
                                             sources, widest, c.tolerance) if leaves else widest
+            if leaves:  # and an absolute slack of its rounding noise, the largest over the own trials (C.leaf_noise)
+                gen = torch.Generator().manual_seed(self.seed("leaf_noise", 0))
+                self.leaf_slack = {path: 0.0 for path, _ in C.float_leaves(rounds[0]["expected"])}
+                for r in rounds:
+                    self.leaf_slack = self._leaf_slack(r["inputs"], r["expected"], gen)
             if c.transforms:
                 base = rounds[0]
                 for i, name in enumerate(C.TRANSFORMS):
@@ -1027,15 +1033,16 @@ class _Evaluation:
             self.writes_inputs = self.writes_inputs or C.versions(xs) != v0  # see plan: inputs_writable
             return out
 
-    def _reference64(self, x):
+    def _reference64(self, x, keep: bool = True):
         """The float64 reference's output on ``x`` (inputs and weights in float64), or None where it has none.
-        The last call's is kept: a round checked for definedness (:meth:`_well_defined`) then gets its element
-        scales (:meth:`_scales`) on the same inputs object, and the float64 run is not repeated."""
+        The last call's is kept (unless ``keep`` is False): a round checked for definedness (:meth:`_well_defined`)
+        then gets its element scales (:meth:`_scales`) on the same inputs object, and the float64 run is not
+        repeated."""
         import torch
 
         if self.m64 is None:
             return None
-        if self._last64 is not None and self._last64[0] is x:
+        if keep and self._last64 is not None and self._last64[0] is x:
             return self._last64[1]
         try:
             with torch.no_grad():
@@ -1043,7 +1050,8 @@ class _Evaluation:
                 out = _cpu(C.owned_copy(with_writes(self.m64(*xs), xs, self.written)))
         except Exception:  # noqa: BLE001 - the model has no fp64 path
             out = None
-        self._last64 = (x, out)
+        if keep:
+            self._last64 = (x, out)
         return out
 
     def _scales(self, x, e):
@@ -1083,7 +1091,19 @@ class _Evaluation:
                     t.copy_(v)
         if not self.res.tolerance:
             self.res.tolerance = "per-element"
-        return C.scales_tree(e, e64, sumsq, C.SENSITIVITY_DRAWS)
+        tree = C.scales_tree(e, e64, sumsq, C.SENSITIVITY_DRAWS)
+        if self.leaf_slack:  # each Python-float leaf's rounding noise on this round's inputs (the plan's at least)
+            return C.with_leaf_slack(tree, e, self._leaf_slack(x, e, gen))
+        return tree
+
+    def _leaf_slack(self, x, e, gen) -> dict[str, float]:
+        """:data:`C.LEAF_NOISE` times each Python-float leaf's :func:`C.leaf_noise` around ``x`` (the reference
+        and its float64 twin on :data:`C.SENSITIVITY_DRAWS` rounding-sized moves of ``x``: its own rounding error
+        over several draws), never below the plan's (:attr:`leaf_slack`): a shifted round's sums are worse
+        conditioned than the own trials'."""
+        xs = [C.moved_relative(x, gen) for _ in range(C.SENSITIVITY_DRAWS)]
+        got = C.leaf_noise([self.reference(v) for v in xs], [self._reference64(v, keep=False) for v in xs])
+        return {p: max(v, C.LEAF_NOISE * got.get(p, 0.0)) for p, v in self.leaf_slack.items()}
 
     def _well_defined(self, x, exp) -> bool:
         e64 = self._reference64(x)
@@ -1098,7 +1118,8 @@ class _Evaluation:
         # a Python-float leaf is held to the budget of the dtype the reference computed it in (as in every round):
         # with the float64 budget an fp32 mean never agreed with its fp64 twin, and every transform was dropped
         code, _, _ = C.compare(exp, C.to_dtype_of(e64, exp), self.c.tolerance, self.c.atol, self.c.rtol,
-                               reduced_precision=self.p.allow_reduced_precision, leaf_dtype=self.leaf_dtype)
+                               reduced_precision=self.p.allow_reduced_precision, leaf_dtype=self.leaf_dtype,
+                               leaf_slack=self.leaf_slack)
         return code is None
 
     def correctness(self) -> None:

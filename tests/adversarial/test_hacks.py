@@ -548,6 +548,16 @@ def test_state_the_reference_never_reads_need_not_be_held():
     assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
 
 
+def test_a_float_leaf_whose_true_value_is_zero_gets_its_rounding_noise():
+    """redteam10 hn19: the mean of a row-standardised tensor is 0 for any input; the reference's float32 leaf is
+    its rounding residue, and leaves were compared by relative error only, so no implementation could match it
+    (and every transform was dropped). A leaf gets an absolute slack of LEAF_NOISE times its rounding noise in
+    the reference (``C.leaf_noise``, reruns on moved inputs); the sequential-sum kernel passes, transforms kept."""
+    r = run(HON / "zmean_leaf_c.py", "zmean_leaf", **PROFILE)
+    assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
+    assert any(x["kind"] == "scale_up" for x in r.rounds), r.rounds
+
+
 def test_int_inputs_are_moved():
     """redteam9 h03: a roll by an int passed to forward, baked in (+3: ints were never moved). Ints are moved where
     the reference keeps its output shapes (correctness.move_int); the kernel that reads the shift passes."""

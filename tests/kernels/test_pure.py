@@ -305,6 +305,26 @@ def test_tolerance_presets():
         C.tolerance_for("float32", "loose")
 
 
+def test_a_leaf_gets_its_rounding_noise_as_absolute_slack():
+    """redteam10 hn19: ``C.leaf_noise`` is the rms over draws of each Python-float leaf's own rounding error
+    (reference minus its float64 twin, hand-computed), and ``compare`` adds the slack to the leaf's relative
+    budget: by path from ``leaf_slack``, or the round's own from a float at the leaf's place in ``scales``."""
+    outs = [(torch.zeros(2), 4e-10, {"m": 2.0}), (torch.zeros(2), -2e-10, {"m": 2.0 + 1e-6})]
+    outs64 = [(torch.zeros(2), 1e-19, {"m": 2.0}), (torch.zeros(2), 0.0, {"m": 2.0 + 1e-6})]
+    got = C.leaf_noise(outs, outs64)
+    assert got["out[1]"] == pytest.approx(math.sqrt(((4e-10) ** 2 + (2e-10) ** 2) / 2))
+    assert got["out[2]['m']"] == 0.0  # sensitive but exactly rounded: no slack (a float64 leaf gets none)
+    assert C.leaf_noise(outs, [None, None]) == {"out[1]": 0.0, "out[2]['m']": 0.0}  # degenerate: no float64 twin
+    assert C.leaf_noise([], []) == {}
+    e, a = (torch.zeros(2), 1e-10, {"m": 2.0}), (torch.zeros(2), 9e-10, {"m": 2.0})
+    assert C.compare(e, a, leaf_dtype="float32")[0] == "output_mismatch"  # relative only: 8e-10 > 2e-4 * 1e-10
+    assert C.compare(e, a, leaf_dtype="float32", leaf_slack={"out[1]": 1e-9})[0] is None
+    assert C.compare(e, a, leaf_dtype="float32", leaf_slack={"out[2]['m']": 1e-9})[0] == "output_mismatch"  # by path
+    sc = C.with_leaf_slack([None, None, {"m": None}], e, {"out[1]": 1e-9})
+    assert sc == [None, 1e-9, {"m": None}]
+    assert C.compare(e, a, leaf_dtype="float32", scales=sc)[0] is None  # the round's own slack
+
+
 def test_float8_outputs_get_one_step_of_their_format():
     """redteam10 hn17: float8 had no preset, so a float8 output was compared exactly; a kernel scaling by a
     reciprocal differs by one e4m3 step at a rounding midpoint. One step of the format (its eps), in every preset;
