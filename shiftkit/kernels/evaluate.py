@@ -202,7 +202,7 @@ def admit_problem(problem: KernelProblem, config: EvalConfig) -> list[Finding]:
             x0 = C.owned_copy(xs)
             v0 = C.versions(shm.tensor_leaves(xs))
             out = model(*xs)
-            outs.append(C.owned_copy(with_writes(out, xs, changed_inputs(v0, xs, x0))))
+            outs.append(C.owned_copy(with_writes(out, xs, changed_inputs(v0, xs, x0, out))))
     atol, rtol = C.tolerance_for(_first_dtype(outs[0]), config.tolerance, config.atol, config.rtol)
     found = []
     d = C.degeneracy(outs[0], atol, rtol)
@@ -232,13 +232,18 @@ def written_inputs(before: list[int], xs: Any) -> list[int]:
     return [i for i, (a, b) in enumerate(zip(before, C.versions(shm.tensor_leaves(xs)))) if a != b]
 
 
-def changed_inputs(before: list[int], xs: Any, originals: Any) -> list[int]:
+def changed_inputs(before: list[int], xs: Any, originals: Any, out: Any = None) -> list[int]:
     """The inputs a call wrote (:func:`written_inputs`) whose values it changed from ``originals`` (their copies
-    from before the call): the writes that are outputs (:func:`with_writes`). A write that changes no value of
-    the problem's own inputs is a guard (``x.clamp_(-50, 50)`` of N(0, 1) inputs, redteam10 hn22): the inputs
-    are still writable for every party, but a kernel clamping out of place is not asked to write them."""
+    from before the call), less those its output ``out`` returns (shares storage with): the writes that are
+    outputs (:func:`with_writes`). A write that changes no value of the problem's own inputs is a guard
+    (``x.clamp_(-50, 50)`` of N(0, 1) inputs, redteam10 hn22): the inputs are still writable for every party, but
+    a kernel clamping out of place is not asked to write them. A written input the reference returns
+    (``x.mul_(w).add_(b); return x``) is compared as that output: a kernel computing it out of place passes
+    (redteam9 hn01)."""
     now, was = shm.tensor_leaves(xs), shm.tensor_leaves(originals)
-    return [i for i in written_inputs(before, xs) if not C.same_tensors(now[i], was[i])]
+    returned = {t.untyped_storage().data_ptr() for t in C._tensors(out)}
+    return [i for i in written_inputs(before, xs) if not C.same_tensors(now[i], was[i])
+            and now[i].untyped_storage().data_ptr() not in returned]
 
 
 def _first_dtype(x: Any) -> str:
@@ -818,8 +823,9 @@ class _Evaluation:
                 out1, self.unread_state = C.unread_state(model, *x1)  # tensors a candidate need not hold
                 self.ref_alias = shm.output_aliases(out1, [x1, list(model.parameters()), list(model.buffers())])
                 # the writes that change values on the problem's own inputs are outputs (an accumulator's reset);
-                # a write that changes none there is a guard (clamp_ of inputs in range): writable, not compared
-                self.written = changed_inputs(w0, x1, x0)
+                # a write that changes none there is a guard (clamp_ of inputs in range): writable, not compared;
+                # a written input the reference returns is compared as that output
+                self.written = changed_inputs(w0, x1, x0, out1)
                 self.ref_alias += [True] * len(self.written)  # the written inputs, returned after the output
                 # a reference that works in place on its inputs (x.mul_(w); return x): the parent's input region is
                 # read-only to every worker, so each party gets writable copies of it, refilled every round. Its

@@ -178,7 +178,8 @@ def test_the_inputs_a_reference_writes_are_its_output_too():
 
 def test_a_write_that_changes_no_value_is_a_guard_not_an_output():
     """redteam10 hn22 against h09: ``evaluate.changed_inputs`` keeps the written inputs whose values the call
-    changed (an accumulator's reset), not a guard ``clamp_`` of in-range values: writable, but not compared."""
+    changed (an accumulator's reset), not a guard ``clamp_`` of in-range values (writable, but not compared),
+    nor one the output returns (compared as that output)."""
     from shiftkit.kernels import shm
     from shiftkit.kernels.evaluate import changed_inputs
 
@@ -189,6 +190,8 @@ def test_a_write_that_changes_no_value_is_a_guard_not_an_output():
         xs[0].zero_()  # changes values: an output
         xs[1].clamp_(0.0, 9.0)  # a guard: written, no value changed
     assert changed_inputs(before, xs, was) == [0]
+    assert changed_inputs(before, xs, was, (torch.ones(1), [xs[0]])) == []  # returned: compared as the output
+    assert changed_inputs(before, xs, was, xs[0][1:]) == []  # a view of it, too (redteam9 hn01: return x)
     assert changed_inputs(C.versions(shm.tensor_leaves(xs)), xs, C.owned_copy(xs)) == []  # degenerate: no write
 
 
