@@ -195,8 +195,14 @@ def admit_problem(problem: KernelProblem, config: EvalConfig) -> list[Finding]:
     if key in _ADMISSION:
         return _ADMISSION[key]
     model = problem.make_model(config.seed)
+    outs = []
     with torch.no_grad():
-        outs = [C.owned_copy(model(*problem.inputs(config.seed + 7919 * k))) for k in range(2)]
+        for k in range(2):  # with the inputs it writes (with_writes): an in-place reference returning None is not degenerate
+            xs = problem.inputs(config.seed + 7919 * k)
+            x0 = C.owned_copy(xs)
+            v0 = C.versions(shm.tensor_leaves(xs))
+            out = model(*xs)
+            outs.append(C.owned_copy(with_writes(out, xs, changed_inputs(v0, xs, x0, out))))
     atol, rtol = C.tolerance_for(_first_dtype(outs[0]), config.tolerance, config.atol, config.rtol)
     found = []
     d = C.degeneracy(outs[0], atol, rtol)
@@ -206,6 +212,38 @@ def admit_problem(problem: KernelProblem, config: EvalConfig) -> list[Finding]:
         found.append(Finding("degenerate_problem", "reference output does not change with the inputs"))
     _ADMISSION[key] = found
     return found
+
+
+def with_writes(out: Any, xs: Any, written: list[int]) -> Any:
+    """Pure: a reference's output with the input tensors it writes after it, ``(out, [those inputs])``, where
+    ``written`` (indices in :func:`shm.tensor_leaves` order) is not empty; else ``out``. What a reference writes
+    into its inputs is its output too (redteam10 h09: an accumulator reset by ``acc.zero_()`` and never compared;
+    h05: a reference returning None): every party returns it, and the candidate's is compared. ``written`` is
+    :func:`changed_inputs` of trial 0: the writes that change values there."""
+    if not written:
+        return out
+    leaves = shm.tensor_leaves(xs)
+    return out, [leaves[i] for i in written]
+
+
+def written_inputs(before: list[int], xs: Any) -> list[int]:
+    """The indices (:func:`shm.tensor_leaves` order) of the tensors of ``xs`` whose version counter moved from
+    ``before`` (:func:`C.versions` in that order): the inputs a call wrote, whatever the values."""
+    return [i for i, (a, b) in enumerate(zip(before, C.versions(shm.tensor_leaves(xs)))) if a != b]
+
+
+def changed_inputs(before: list[int], xs: Any, originals: Any, out: Any = None) -> list[int]:
+    """The inputs a call wrote (:func:`written_inputs`) whose values it changed from ``originals`` (their copies
+    from before the call), less those its output ``out`` returns (shares storage with): the writes that are
+    outputs (:func:`with_writes`). A write that changes no value of the problem's own inputs is a guard
+    (``x.clamp_(-50, 50)`` of N(0, 1) inputs, redteam10 hn22): the inputs are still writable for every party, but
+    a kernel clamping out of place is not asked to write them. A written input the reference returns
+    (``x.mul_(w).add_(b); return x``) is compared as that output: a kernel computing it out of place passes
+    (redteam9 hn01)."""
+    now, was = shm.tensor_leaves(xs), shm.tensor_leaves(originals)
+    returned = {t.untyped_storage().data_ptr() for t in C._tensors(out)}
+    return [i for i in written_inputs(before, xs) if not C.same_tensors(now[i], was[i])
+            and now[i].untyped_storage().data_ptr() not in returned]
 
 
 def _first_dtype(x: Any) -> str:
@@ -479,6 +517,11 @@ class _Evaluation:
         self._n_scales = 0  # element-scale computations so far: each draws its moves from its own seed
         self._last64 = None  # (inputs object, its float64 reference output): the last _reference64 call's
         self.inputs_writable = False  # the reference writes into its inputs (plan): every party gets writable copies
+        self.writes_inputs = False  # a reference call bumped a version counter of its inputs (reference)
+        self.inf_by_design = False  # the reference's output on trial 0 holds infinities (plan; _well_defined)
+        self.leaf_slack: dict[str, float] = {}  # a Python-float leaf's absolute slack by path (plan: C.leaf_noise)
+        self.unread_state: list[str] = []  # state-dict keys no op of the reference's forward reads (plan)
+        self.written: list[int] = []  # the input tensors (shm.tensor_leaves order) whose values the reference changes on trial 0
 
     @property
     def model(self):
@@ -574,16 +617,21 @@ class _Evaluation:
         # redrawn within the domain its values show (C.redraw_tensor: a permutation permuted, a sorted one sorted,
         # else within its [min, max]), the first variant on which the reference stays defined; bool buffers are a
         # mask's support, structure like the zeros a floating mask keeps (docs/kernels.md, Known gaps)
+        # one-element buffers too (a zero point, a shift: redteam10 h02 baked in its init), and a variant that moves
+        # nothing (``range`` of a constant) is no variation: the next is tried (``below`` moves a constant c >= 2)
         ints = {k: v for k, v in model.named_buffers() if k in sd and not (v.is_floating_point() or v.is_complex())
-                and v.dtype != torch.bool and v.numel() > 1}
+                and v.dtype != torch.bool and v.numel() >= 1}
         if ints and not baseline():
             return model
         for i, k in enumerate(sorted(ints)):
             v = ints[k]
             old = v.detach().clone()
             for variant in C.redraw_variants(old):
+                new = C.redraw_tensor(old.cpu(), variant, self.seed("weights", 100 + i))
+                if torch.equal(new, old.cpu()):
+                    continue
                 with torch.no_grad():
-                    v.copy_(C.redraw_tensor(old.cpu(), variant, self.seed("weights", 100 + i)).to(v.device))
+                    v.copy_(new.to(v.device))
                 if defined():
                     break
                 with torch.no_grad():
@@ -661,7 +709,9 @@ class _Evaluation:
         inductor = c.cache / "inductor"
         inductor.mkdir(parents=True, exist_ok=True)
         setup = {"mode": mode, "backend": c.backend, "device": self.device, "threads": c.threads,
-                 "inputs_writable": self.inputs_writable,
+                 "inputs_writable": self.inputs_writable, "written": self.written,
+                 "construct_seed": self.seed("weights", 0),  # the reference's construction seed (model)
+                 "unread_state": self.unread_state,  # state-dict keys the reference's forward never reads (plan)
                  "layout": self.s.layout if cand else "", "python_name": self.s.python_name if cand else "",
                  "builds": entries, "isolate": self.isolate, "mem_mb": c.mem_limit_mb if cand else 0,
                  "cpu_s": int(c.timeout_s * 2) + 30, "max_output_bytes": c.max_output_bytes if cand else 1 << 30,
@@ -749,7 +799,7 @@ class _Evaluation:
         out = w.outputs(out_lay, h)
         code_, msg, diff = C.compare(expected, out, self.c.tolerance, self.c.atol, self.c.rtol,
                                      reduced_precision=self.p.allow_reduced_precision, leaf_dtype=self.leaf_dtype,
-                                     scales=scales)
+                                     scales=scales, leaf_slack=self.leaf_slack)
         if code_:
             self.add(Finding(code or code_, msg, "error", where))
             return rr, None
@@ -768,10 +818,19 @@ class _Evaluation:
             x0 = _to(p.inputs(self.seed("trial", 0)), self.device)
             try:  # where the reference returns a view of its inputs (or its own weights, buffers), so may the candidate
                 x1 = C.owned_copy(x0)
-                self.ref_alias = shm.output_aliases(model(*x1), [x1, list(model.parameters()), list(model.buffers())])
+                v0 = C.versions(x1)
+                w0 = C.versions(shm.tensor_leaves(x1))
+                out1, self.unread_state = C.unread_state(model, *x1)  # tensors a candidate need not hold
+                self.ref_alias = shm.output_aliases(out1, [x1, list(model.parameters()), list(model.buffers())])
+                # the writes that change values on the problem's own inputs are outputs (an accumulator's reset);
+                # a write that changes none there is a guard (clamp_ of inputs in range): writable, not compared;
+                # a written input the reference returns is compared as that output
+                self.written = changed_inputs(w0, x1, x0, out1)
+                self.ref_alias += [True] * len(self.written)  # the written inputs, returned after the output
                 # a reference that works in place on its inputs (x.mul_(w); return x): the parent's input region is
-                # read-only to every worker, so each party gets writable copies of it, refilled every round
-                self.inputs_writable = not C.same_tensors(x1, x0)
+                # read-only to every worker, so each party gets writable copies of it, refilled every round. Its
+                # values may not change (a guard clamp_ on inputs in range), its version counters do (redteam10 hn22)
+                self.inputs_writable = not C.same_tensors(x1, x0) or C.versions(x1) != v0
             except Exception:  # noqa: BLE001 - the reference fails: its rounds say so
                 self.ref_alias = []
             sources: list = []
@@ -786,6 +845,7 @@ class _Evaluation:
                 if exp is None:
                     exp = self.reference(x)
                 rounds.append({"kind": "own", "where": f"trial {k}", "inputs": x, "expected": exp})
+            self.inf_by_design = not _all_finite(rounds[0]["expected"])
             widest = C.leaf_dtype_of(rounds[0]["inputs"], list(model.state_dict().values()))
             leaves = any(True for _ in C.float_leaves(rounds[0]["expected"]))
             try:  # every round's element budgets (_scales), the transforms' checks and the leaves' precision
@@ -797,6 +857,11 @@ class _Evaluation:
             # float64 reference on the own trials and never tighter than the tensor it was read from
             self.leaf_dtype = C.leaf_dtypes([r["expected"] for r in rounds], [self._reference64(r["inputs"]) for r in rounds],
                                             sources, widest, c.tolerance) if leaves else widest
+            if leaves:  # and an absolute slack of its rounding noise, the largest over the own trials (C.leaf_noise)
+                gen = torch.Generator().manual_seed(self.seed("leaf_noise", 0))
+                self.leaf_slack = {path: 0.0 for path, _ in C.float_leaves(rounds[0]["expected"])}
+                for r in rounds:
+                    self.leaf_slack = self._leaf_slack(r["inputs"], r["expected"], gen)
             if c.transforms:
                 base = rounds[0]
                 for i, name in enumerate(C.TRANSFORMS):
@@ -835,6 +900,8 @@ class _Evaluation:
         rounds = [r for r in rounds if not r.get("after_repeat")] + late
         for r in rounds:  # each element's own budget (correctness.element_scales), for every round compared
             r["scales"] = rounds[0]["scales"] if r.get("repeat") else self._scales(r["inputs"], r["expected"])
+        # a write on any planned round's inputs (a data-dependent in-place branch) counts too: workers start after
+        self.inputs_writable = self.inputs_writable or self.writes_inputs
         return rounds
 
     def _plan_discrete(self, base: dict, rounds: list[dict]) -> None:
@@ -884,6 +951,13 @@ class _Evaluation:
                 if exp is not None:
                     rounds.append({"kind": "scalar", "where": f"scalar {t} moved far {'up' if up else 'down'} inputs",
                                    "inputs": x, "expected": exp})
+            for frac in C.SCALAR_MOVES:  # an integral value (an exponent 3.0) moved by integers too (redteam10 h01)
+                x = C.move_integral(base["inputs"], t, self.seed("scalar_int", t), frac)
+                exp = None if x is None else self._checked_reference(x)
+                if exp is not None:
+                    rounds.append({"kind": "scalar", "where": f"scalar {t} moved by an integer inputs", "inputs": x,
+                                   "expected": exp})
+                    break
         # Python ints (a shift, an offset; redteam9 h03 baked in a roll by 37): moved where the reference's output
         # keeps its shapes and dtypes (a size or a dim changes them, or makes the reference raise: not moved)
         for t in C.int_targets(base["inputs"]):
@@ -910,8 +984,8 @@ class _Evaluation:
         try:
             with FakeTensorMode(allow_non_fake_inputs=True) as mode, torch.no_grad():
                 fx = tree_map(lambda t: mode.from_tensor(t) if isinstance(t, torch.Tensor) else t, list(x))
-                out = self.model(*_to(fx, self.device))
-                got = shapes(out)
+                fxs = _to(fx, self.device)
+                got = shapes(with_writes(self.model(*fxs), fxs, self.written))
         except Exception:  # noqa: BLE001 - data-dependent, or an op fake tensors do not cover: not admitted
             return False
         return got == shapes(expected)
@@ -959,24 +1033,31 @@ class _Evaluation:
         import torch
 
         with torch.no_grad():
-            return _cpu(C.owned_copy(self.model(*_to(C.owned_copy(x), self.device))))
+            xs = _to(C.owned_copy(x), self.device)
+            v0 = C.versions(xs)
+            out = _cpu(C.owned_copy(with_writes(self.model(*xs), xs, self.written)))
+            self.writes_inputs = self.writes_inputs or C.versions(xs) != v0  # see plan: inputs_writable
+            return out
 
-    def _reference64(self, x):
+    def _reference64(self, x, keep: bool = True):
         """The float64 reference's output on ``x`` (inputs and weights in float64), or None where it has none.
-        The last call's is kept: a round checked for definedness (:meth:`_well_defined`) then gets its element
-        scales (:meth:`_scales`) on the same inputs object, and the float64 run is not repeated."""
+        The last call's is kept (unless ``keep`` is False): a round checked for definedness (:meth:`_well_defined`)
+        then gets its element scales (:meth:`_scales`) on the same inputs object, and the float64 run is not
+        repeated."""
         import torch
 
         if self.m64 is None:
             return None
-        if self._last64 is not None and self._last64[0] is x:
+        if keep and self._last64 is not None and self._last64[0] is x:
             return self._last64[1]
         try:
             with torch.no_grad():
-                out = _cpu(C.owned_copy(self.m64(*_to(C.owned_copy(_double(x)), self.device))))
+                xs = _to(C.owned_copy(_double(x)), self.device)
+                out = _cpu(C.owned_copy(with_writes(self.m64(*xs), xs, self.written)))
         except Exception:  # noqa: BLE001 - the model has no fp64 path
             out = None
-        self._last64 = (x, out)
+        if keep:
+            self._last64 = (x, out)
         return out
 
     def _scales(self, x, e):
@@ -1004,7 +1085,8 @@ class _Evaluation:
                 for _ in range(C.SENSITIVITY_DRAWS):
                     for t, v in zip(params, saved):
                         t.copy_(C.moved_relative(v, gen))
-                    out = _cpu(self.m64(*_to(C.owned_copy(C.moved_relative(_double(x), gen)), self.device)))
+                    xs = _to(C.owned_copy(C.moved_relative(_double(x), gen)), self.device)
+                    out = _cpu(with_writes(self.m64(*xs), xs, self.written))
                     sumsq = C.add_tree(sumsq, C.squared_change(e64, out))
         except Exception as err:  # noqa: BLE001 - a float64 reference that fails on moved inputs: said, not hidden
             self.res.tolerance = f"per-tensor: the float64 reference failed on moved inputs ({type(err).__name__})"
@@ -1015,18 +1097,35 @@ class _Evaluation:
                     t.copy_(v)
         if not self.res.tolerance:
             self.res.tolerance = "per-element"
-        return C.scales_tree(e, e64, sumsq, C.SENSITIVITY_DRAWS)
+        tree = C.scales_tree(e, e64, sumsq, C.SENSITIVITY_DRAWS)
+        if self.leaf_slack:  # each Python-float leaf's rounding noise on this round's inputs (the plan's at least)
+            return C.with_leaf_slack(tree, e, self._leaf_slack(x, e, gen))
+        return tree
+
+    def _leaf_slack(self, x, e, gen) -> dict[str, float]:
+        """:data:`C.LEAF_NOISE` times each Python-float leaf's :func:`C.leaf_noise` around ``x`` (the reference
+        and its float64 twin on :data:`C.SENSITIVITY_DRAWS` rounding-sized moves of ``x``: its own rounding error
+        over several draws), never below the plan's (:attr:`leaf_slack`): a shifted round's sums are worse
+        conditioned than the own trials'."""
+        xs = [C.moved_relative(x, gen) for _ in range(C.SENSITIVITY_DRAWS)]
+        got = C.leaf_noise([self.reference(v) for v in xs], [self._reference64(v, keep=False) for v in xs])
+        return {p: max(v, C.LEAF_NOISE * got.get(p, 0.0)) for p, v in self.leaf_slack.items()}
 
     def _well_defined(self, x, exp) -> bool:
         e64 = self._reference64(x)
         if e64 is None:  # no float64 reference (none built, or no fp64 path): accept only finite references
             return _all_finite(exp)
-        if not C.finite_where(exp, e64) or not _all_finite(e64):
+        if not C.finite_where(exp, e64):
+            return False
+        # infinities are admitted only where the problem has them by design (its own trial 0), and only the same
+        # ones as the float64 twin's; an overflow elsewhere, or a NaN, still drops the round
+        if not _all_finite(e64) and not (self.inf_by_design and C.infinities_agree(exp, e64)):
             return False
         # a Python-float leaf is held to the budget of the dtype the reference computed it in (as in every round):
         # with the float64 budget an fp32 mean never agreed with its fp64 twin, and every transform was dropped
         code, _, _ = C.compare(exp, C.to_dtype_of(e64, exp), self.c.tolerance, self.c.atol, self.c.rtol,
-                               reduced_precision=self.p.allow_reduced_precision, leaf_dtype=self.leaf_dtype)
+                               reduced_precision=self.p.allow_reduced_precision, leaf_dtype=self.leaf_dtype,
+                               leaf_slack=self.leaf_slack)
         return code is None
 
     def correctness(self) -> None:
@@ -1269,7 +1368,7 @@ def _all_finite(x) -> bool:
     import torch
 
     if isinstance(x, torch.Tensor):
-        return not (x.is_floating_point() or x.is_complex()) or bool(torch.isfinite(x).all())
+        return not (x.is_floating_point() or x.is_complex()) or bool(torch.isfinite(C.wide(x)).all())
     if isinstance(x, (list, tuple)):
         return all(_all_finite(v) for v in x)
     if isinstance(x, dict):

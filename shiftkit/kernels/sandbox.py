@@ -536,10 +536,14 @@ class Worker:
             self.freeze()
         if self.ch.pending():
             raise self._violation("the worker sent a frame nobody asked for (a forged completion?)")
-        lay = self._layout(in_lay, out_lay)
+        lay_in, values = shm.without_values(in_lay)  # the layout exchange holds no value (shm.without_values)
+        lay = self._layout(lay_in, shm.without_values(out_lay)[0])
         self.inp.write(inputs, in_lay)
         nonce = secrets.randbits(62)
-        self._send({"cmd": "round", "nonce": nonce, "lay": lay, "block_ops": block_ops})
+        req = {"cmd": "round", "nonce": nonce, "lay": lay, "block_ops": block_ops}
+        if values:
+            req["values"] = values  # the round's own scalars, in its request: inside the clock
+        self._send(req)
         c0 = self.group.cpu_ns()
         t0 = time.perf_counter_ns()
         self.thaw()

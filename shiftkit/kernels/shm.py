@@ -82,6 +82,28 @@ def layout(x: Any, off: int = 0) -> tuple[Any, int]:
     raise TypeError(f"unsupported value of type {type(x).__name__} in problem inputs or outputs")
 
 
+def without_values(lay: Any) -> tuple[Any, list]:
+    """Pure: a layout (:func:`layout`) with every ``value`` leaf's value taken out, and those values in
+    traversal order. What a worker is sent ahead of a round (the layout exchange, out of the clock and unsampled)
+    holds no value of the round: an input scalar travels in the round's own request, inside the clock, and an
+    output's expected value never travels (redteam10 h10 precomputed a table from a scalar argument in the
+    layout exchange; a Python-float output's expected value was in it too)."""
+    vals: list = []
+
+    def strip(lv):
+        t = lv["t"]
+        if t in ("list", "tuple"):
+            return {**lv, "items": [strip(v) for v in lv["items"]]}
+        if t == "dict":
+            return {**lv, "items": {k: strip(v) for k, v in lv["items"].items()}}
+        if t == "value":
+            vals.append(lv["v"])
+            return {"t": "value"}
+        return lv
+
+    return strip(lay), vals
+
+
 def output_aliases(out: Any, inputs: Any) -> list[bool]:
     """Pure: per tensor leaf of ``out`` (in :func:`leaves` order), does its storage overlap the storage of a
     tensor of ``inputs``? (The reference's output is then a view of its inputs: its candidate may be one too.)"""
@@ -115,6 +137,20 @@ def mark_aliases(lay: Any, flags: list[bool]) -> Any:
         if f:
             lv["alias"] = True
     return out
+
+
+def tensor_leaves(x: Any) -> list:
+    """Pure: the tensors of a structure in layout order (:func:`layout`: dict keys sorted), the order in which
+    the parent and every worker number the inputs a reference writes."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in tensor_leaves(v)]
+    if isinstance(x, dict):
+        return [t for k in sorted(x) for t in tensor_leaves(x[k])]
+    return []
 
 
 def leaves(lay: Any) -> list[dict]:

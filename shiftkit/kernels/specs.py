@@ -228,7 +228,7 @@ def spec_from_load_c(kw: dict[str, Any], backend: str = "cpu") -> BuildSpec:
 
 _LOAD_INLINE_POS = ["name", "cpp_sources", "cuda_sources", "sycl_sources", "functions", "extra_cflags",
                     "extra_cuda_cflags", "extra_sycl_cflags", "extra_ldflags"]
-_LOAD_C_POS = ["name", "source", "extra_cflags", "extra_ldflags"]
+_LOAD_C_POS = ["name", "source", "sources", "extra_cflags", "extra_ldflags"]  # runtime.load_c's order (a test checks)
 
 
 def extract_specs(src: str, backend: str = "cpu") -> tuple[list[BuildSpec], list[Finding]]:

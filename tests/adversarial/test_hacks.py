@@ -441,6 +441,123 @@ def test_references_that_write_their_inputs_or_own_their_outputs_or_return_struc
         assert r.correct and r.reward >= 1.0, (sol, r.codes(None), r.reason)
 
 
+def test_a_reference_writing_its_inputs_without_changing_them_is_in_place():
+    """redteam10 hn22: a guard ``x.clamp_(-50, 50)`` changes no value of an N(0, 1) input, so trial 0's values said
+    the reference was out of place; every party got the read-only input region and the eager baseline faulted on
+    its own clamp_ in profiling (worker_crash, for every solution). The version counters see the write; as it
+    changes no value of the problem's own inputs it is a guard, not an output (``evaluate.changed_inputs``), so the
+    kernel clamping out of place passes, also on the scale_up round, where the reference's clamp does bite."""
+    r = run(HON / "guard_clamp_relu_c.py", "guard_clamp_relu", **PROFILE)
+    assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
+
+
+def test_one_element_and_constant_int_buffers_are_moved():
+    """redteam10 h02: a one-element int32 zero point (FakeQuantize's), baked in as its init's 128 (+1): integer
+    buffers were redrawn only with more than one element, and a constant one kept the first variant, which moved
+    nothing. Now every integer buffer is varied and a variant that moves nothing is skipped (``below``: a constant
+    c >= 2 drawn in [1, c]); the kernel reading the buffer passes."""
+    r = run(SOL / "zero_point_baked.py", "fakequant_zero_point")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    r = run(HON / "fakequant_zero_point_c.py", "fakequant_zero_point")
+    assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
+
+
+def test_a_reference_infinite_by_design_keeps_its_transforms():
+    """redteam10 h04: a masked log-softmax is -inf where masked, and a transformed round was admitted only where
+    the float64 reference was finite everywhere: every transform was dropped, and a log-softmax without its max
+    subtraction (+1) never met a large score. Rounds whose infinities are the float64 twin's, on a problem with
+    infinities on its own trial 0, are kept; the max-shifted kernel passes."""
+    r = run(SOL / "lsm_no_max.py", "masked_log_softmax")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    assert any(x["kind"] == "scale_up" for x in r.rounds), r.rounds
+    r = run(HON / "masked_lsm_c.py", "masked_log_softmax")
+    assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
+    assert any(x["kind"] == "scale_up" for x in r.rounds), r.rounds
+
+
+def test_an_integral_float_argument_is_moved_by_integers():
+    """redteam10 h01: pow(x, p) with p = 3.0 on signed inputs: every scaling move of p is non-integral, the
+    reference NaN on negative bases, so each was dropped and a baked-in cube passed (+1). An integral float is
+    also moved by +-m (``C.move_integral``); the kernel reading p passes."""
+    r = run(SOL / "cube_baked.py", "pow_exponent")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    assert r.rounds[-1]["where"] == "scalar 0 moved by an integer inputs", r.rounds
+    r = run(HON / "pow_exponent_c.py", "pow_exponent")
+    assert r.correct and r.reward == 1.0, (r.codes(None), r.reason)
+
+
+def test_the_layout_exchange_carries_no_value_of_a_round():
+    """redteam10 h10: a round's scalar arguments travelled in the layout the parent sends before the round, out of
+    the clock and unsampled (h10 built its cos/sin table there with torch), and so did a Python-float output's
+    expected value. Layouts now hold no value (``shm.without_values``): a kernel taking its slope from that exchange
+    is wrong, and one returning the mean it was sent there is wrong; the round's request carries the inputs'
+    values, so the honest kernel passes."""
+    r = run(SOL / "scalar_from_layout.py", "leaky_scalar")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    r = run(SOL / "leaf_from_layout.py", "mean_leaf")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    r = run(HON / "leaky_scalar_c.py", "leaky_scalar", **PROFILE)
+    assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
+
+
+def test_what_a_reference_writes_into_its_inputs_is_compared():
+    """redteam10 h09, h05: only returned values were compared, so a kernel that skipped an accumulator's reset
+    (``acc.zero_()``, written and not returned) passed, and so did a no-op for an optimiser step returning None.
+    The inputs the reference writes (version counters, trial 0) are returned after its output by every party
+    (``evaluate.with_writes``) and compared; the kernels that write them pass, timed."""
+    r = run(SOL / "skip_accumulator_reset.py", "accum_reset")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    r = run(SOL / "noreturn_noop.py", "sgd_noreturn")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    for sol, problem in [("accum_inplace_c.py", "accum_reset"), ("sgd_inplace_c.py", "sgd_noreturn")]:
+        r = run(HON / sol, problem, **PROFILE)
+        assert r.correct and r.reward >= 1.0, (sol, r.codes(None), r.reason)
+
+
+def test_every_party_is_constructed_under_the_references_seed():
+    """redteam10 hn16: KernelBench level 3 draws an RNN's initial state in ``__init__`` (``self.h0 =
+    torch.randn(...)``), a plain attribute no state dict carries; KernelBench seeds Model's and ModelNew's
+    construction alike. The parent built its reference under its own seed and each worker under none, so an honest
+    mirror of the construction was wrong on every round. Every party is now constructed under the reference's
+    construction seed."""
+    r = run(HON / "rnn_h0_mirror_c.py", "rnn_h0", **PROFILE)
+    assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
+
+
+def test_a_reference_returning_its_own_parameter():
+    """redteam10 hn20: a reference returning one of its nn.Parameters (a gate, for a penalty) failed the eager
+    party's output check (a plain tensor only), a harness error for every solution. A Parameter is taken as the
+    plain tensor it is (subclasses are still refused); a kernel returning its own gate parameter passes."""
+    r = run(HON / "gate_param_out_c.py", "gate_param_out", **PROFILE)
+    assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
+
+
+def test_a_float8_output_gets_one_step_of_its_format():
+    """redteam10 hn17: float8 outputs had no budget and were compared exactly; a quantiser that scales by a
+    reciprocal and converts through float16 lands one e4m3 step from torch's rounding on ~1 element in 128, and
+    got -1 on every round. Every float8 format gets one step of itself (``C.FP8_STEP``); the kernel passes."""
+    r = run(HON / "fp8_rowquant_f16_c.py", "fp8_rowquant", **PROFILE)
+    assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
+
+
+def test_state_the_reference_never_reads_need_not_be_held():
+    """redteam10 hn21: a BatchNorm folded into four tensors under names of its own had no place for the
+    reference's ``num_batches_tracked``, which no op of an eval-mode forward reads (state_dict_mismatch). The
+    parent records the unread keys (``C.unread_state``); a candidate with no place for them passes."""
+    r = run(HON / "bn_relu_flat_c.py", "bn_relu", **PROFILE)
+    assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
+
+
+def test_a_float_leaf_whose_true_value_is_zero_gets_its_rounding_noise():
+    """redteam10 hn19: the mean of a row-standardised tensor is 0 for any input; the reference's float32 leaf is
+    its rounding residue, and leaves were compared by relative error only, so no implementation could match it
+    (and every transform was dropped). A leaf gets an absolute slack of LEAF_NOISE times its rounding noise in
+    the reference (``C.leaf_noise``, reruns on moved inputs); the sequential-sum kernel passes, transforms kept."""
+    r = run(HON / "zmean_leaf_c.py", "zmean_leaf", **PROFILE)
+    assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
+    assert any(x["kind"] == "scale_up" for x in r.rounds), r.rounds
+
+
 def test_int_inputs_are_moved():
     """redteam9 h03: a roll by an int passed to forward, baked in (+3: ints were never moved). Ints are moved where
     the reference keeps its output shapes (correctness.move_int); the kernel that reads the shift passes."""

@@ -305,6 +305,47 @@ def test_tolerance_presets():
         C.tolerance_for("float32", "loose")
 
 
+def test_a_leaf_gets_its_rounding_noise_as_absolute_slack():
+    """redteam10 hn19: ``C.leaf_noise`` is the rms over draws of each Python-float leaf's own rounding error
+    (reference minus its float64 twin, hand-computed), and ``compare`` adds the slack to the leaf's relative
+    budget: by path from ``leaf_slack``, or the round's own from a float at the leaf's place in ``scales``."""
+    outs = [(torch.zeros(2), 4e-10, {"m": 2.0}), (torch.zeros(2), -2e-10, {"m": 2.0 + 1e-6})]
+    outs64 = [(torch.zeros(2), 1e-19, {"m": 2.0}), (torch.zeros(2), 0.0, {"m": 2.0 + 1e-6})]
+    got = C.leaf_noise(outs, outs64)
+    assert got["out[1]"] == pytest.approx(math.sqrt(((4e-10) ** 2 + (2e-10) ** 2) / 2))
+    assert got["out[2]['m']"] == 0.0  # sensitive but exactly rounded: no slack (a float64 leaf gets none)
+    assert C.leaf_noise(outs, [None, None]) == {"out[1]": 0.0, "out[2]['m']": 0.0}  # degenerate: no float64 twin
+    assert C.leaf_noise([], []) == {}
+    e, a = (torch.zeros(2), 1e-10, {"m": 2.0}), (torch.zeros(2), 9e-10, {"m": 2.0})
+    assert C.compare(e, a, leaf_dtype="float32")[0] == "output_mismatch"  # relative only: 8e-10 > 2e-4 * 1e-10
+    assert C.compare(e, a, leaf_dtype="float32", leaf_slack={"out[1]": 1e-9})[0] is None
+    assert C.compare(e, a, leaf_dtype="float32", leaf_slack={"out[2]['m']": 1e-9})[0] == "output_mismatch"  # by path
+    sc = C.with_leaf_slack([None, None, {"m": None}], e, {"out[1]": 1e-9})
+    assert sc == [None, 1e-9, {"m": None}]
+    assert C.compare(e, a, leaf_dtype="float32", scales=sc)[0] is None  # the round's own slack
+
+
+def test_float8_outputs_get_one_step_of_their_format():
+    """redteam10 hn17: float8 had no preset, so a float8 output was compared exactly; a kernel scaling by a
+    reciprocal differs by one e4m3 step at a rounding midpoint. One step of the format (its eps), in every preset;
+    a floating dtype no rule names is an error, not an exact comparison."""
+    for preset in C.TOLERANCE_PRESETS:
+        assert C.tolerance_for("float8_e4m3fn", preset) == (0.125, 0.125)
+        assert C.tolerance_for("float8_e5m2", preset) == (0.25, 0.25)
+    f8 = torch.float8_e4m3fn  # rms 0.25: budget 0.125 * 0.25 + 0.125 * |e| (1.0: 0.156; 0.0: 0.031)
+    e = torch.zeros(16).to(f8)
+    e[0] = 1.0
+    one_step, two_steps = e.clone(), e.clone()
+    one_step[0], one_step[1] = 1.125, 2.0 ** -9  # one step up; the smallest subnormal
+    two_steps[0] = 1.25
+    assert C.compare(e, one_step)[0] is None
+    assert C.compare(e, two_steps)[0] == "output_mismatch"
+    assert C.compare(e, e)[0] is None  # degenerate: equal
+    with pytest.raises(ValueError, match="float4_e2m1fn_x2"):
+        C.tolerance_for("float4_e2m1fn_x2")
+    assert C.tolerance_for("float4_e2m1fn_x2", atol=0.5, rtol=0.5) == (0.5, 0.5)  # named by the caller: honoured
+
+
 def test_transforms():
     x = [torch.tensor([1.0, -2.0, 3.0, 4.0]), torch.tensor([1, 2]), 3]
     assert torch.equal(C.transform(x, "negate", 0)[0], -x[0]) and torch.equal(C.transform(x, "negate", 0)[1], x[1])
@@ -942,6 +983,26 @@ def test_positional_state_only_where_shapes_match_in_order():
     assert positional_state(ref, {"w": torch.empty(3, 2)}) is ref  # one missing: the load names it
     assert positional_state(ref, {"w": torch.empty(3, 2, dtype=torch.float64), "b": torch.empty(3)}) is ref
     assert positional_state({}, {}) == {}  # degenerate
+
+
+def test_state_the_reference_never_reads_need_not_be_held():
+    """redteam10 hn21: an eval-mode BatchNorm never reads ``num_batches_tracked``; a module holding the four
+    tensors it uses under names of its own had no place for it (state_dict_mismatch). ``C.unread_state`` finds
+    the unread keys by storage; ``positional_state`` drops them only where the candidate has no place for them."""
+    from shiftkit.kernels.worker import positional_state
+
+    bn = torch.nn.BatchNorm1d(3).eval()
+    x = torch.randn(4, 3)
+    out, unread = C.unread_state(bn, x)
+    assert unread == ["num_batches_tracked"] and torch.equal(out, bn(x))
+    ref = bn.state_dict()
+    own = {"w": torch.empty(3), "b": torch.empty(3), "rm": torch.empty(3), "rv": torch.empty(3)}
+    got = positional_state(ref, own, set(unread))
+    assert list(got) == ["w", "b", "rm", "rv"] and got["rm"] is ref["running_mean"]
+    assert positional_state(ref, own) is ref  # nothing said unread: the load names what has no place
+    assert positional_state(ref, own, {"running_var"}) is ref  # dropping them places nothing: as it is
+    assert positional_state(ref, dict(own, num_batches_tracked=torch.empty((), dtype=torch.long)), set(unread)) is not ref
+    assert C.unread_state(torch.nn.Linear(2, 2), torch.randn(1, 2))[1] == []  # degenerate: everything read
 
 
 def test_owned_copy_and_same_tensors():
