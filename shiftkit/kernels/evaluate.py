@@ -818,7 +818,6 @@ class _Evaluation:
             x0 = _to(p.inputs(self.seed("trial", 0)), self.device)
             try:  # where the reference returns a view of its inputs (or its own weights, buffers), so may the candidate
                 x1 = C.owned_copy(x0)
-                v0 = C.versions(x1)
                 w0 = C.versions(shm.tensor_leaves(x1))
                 out1, self.unread_state = C.unread_state(model, *x1)  # tensors a candidate need not hold
                 self.ref_alias = shm.output_aliases(out1, [x1, list(model.parameters()), list(model.buffers())])
@@ -830,7 +829,7 @@ class _Evaluation:
                 # a reference that works in place on its inputs (x.mul_(w); return x): the parent's input region is
                 # read-only to every worker, so each party gets writable copies of it, refilled every round. Its
                 # values may not change (a guard clamp_ on inputs in range), its version counters do (redteam10 hn22)
-                self.inputs_writable = not C.same_tensors(x1, x0) or C.versions(x1) != v0
+                self.inputs_writable = not C.same_tensors(x1, x0) or bool(written_inputs(w0, x1))
             except Exception:  # noqa: BLE001 - the reference fails: its rounds say so
                 self.ref_alias = []
             sources: list = []
