@@ -322,6 +322,20 @@ def block_plan(timed_calls: int, timing_blocks: int, max_timed_calls: int, min_r
     return n0, per, n0 if n0 == 1 else max(n0, max_timed_calls // per)
 
 
+BLOCK_MARGIN = 1.25  # an added block is estimated at this times the slowest finished block
+ATTRIBUTION_RESERVE_S = 20.0  # kept for what follows the rounds (closing workers, attribution of samples)
+
+
+def budget_allows(now: float, deadline: float, block_s: list[float]) -> bool:
+    """Pure: another timing block fits before ``deadline`` (monotonic seconds): ``BLOCK_MARGIN`` times the
+    slowest finished block (``block_s``, seconds each) plus ``ATTRIBUTION_RESERVE_S``. An added block only
+    narrows an interval that straddles a threshold: where it cannot fit, the evaluation ends ``inconclusive``
+    with the milestone already decided, not with a timeout that would reject an honest kernel for the harness's
+    own cost (redteam10 hn09: a 4M-element problem whose fourth block ran past the 300 s budget)."""
+    need = BLOCK_MARGIN * max(block_s, default=0.0) + ATTRIBUTION_RESERVE_S
+    return now + need <= deadline
+
+
 def spot_plan(per: int, block: int, kinds: int, seed: int) -> dict[int, int]:
     """Pure: which rounds of a timing block get transformed inputs (position -> index into the admitted
     transforms). A block holds ``per`` natural rounds plus ``m = min(kinds, max(1, per // 2))`` spot rounds
@@ -1183,8 +1197,14 @@ class _Evaluation:
         kept: dict[str, Worker] = {}
         io_bytes = 0
         rnd = nat = 0  # rounds run and compared / natural rounds timed
+        block_s: list[float] = []  # each finished block's wall time (workers, warm-ups, rounds, reference work)
+        stopped = None
         while len(done_blocks) < max_blocks:
             i = len(done_blocks)
+            if i >= n0 and not budget_allows(time.monotonic(), self.deadline, block_s):
+                stopped = "budget"  # an added block would outrun the evaluation's budget: inconclusive, not a timeout
+                break
+            tb = time.monotonic()
             cpus = self._cpus(i)
             if kept:
                 parties = dict(kept)
@@ -1251,6 +1271,7 @@ class _Evaluation:
             block_info.append({"cpus": cpus, "rounds": per, "spot_rounds": len(spots), **{b: math.exp((stats.block_values([paired[-1][b]]) or [math.nan])[0]) for b in kinds},
                                "ci": {b: [math.exp(v) for v in stats.median_ci(per_round[b], c.ci_level)[::2]] for b in kinds}})
             done_blocks.append(i)
+            block_s.append(time.monotonic() - tb)
             if c.respawn_blocks:
                 for w in list(parties.values()):
                     self.close_worker(w)
@@ -1266,7 +1287,7 @@ class _Evaluation:
                           "decision": decisions[b], "threshold": thr} for b in cis}
         res.paired.update({"rounds": nat, "rechecked": rnd, "spot_rounds": rnd - nat, "timer": timer, "blocks": block_info,
                            "interval": "student_t over the blocks' mean-cost ratios" if len(done_blocks) > 1
-                           else "order statistics over rounds (one block)"})
+                           else "order statistics over rounds (one block)", "stopped": stopped})
         if c.floor_bandwidth_factor > 0 and io_bytes:
             # information for a reviewer, never a rejection: the floor comes from a bandwidth measured on a shared
             # machine, and an honest kernel may move fewer bytes (a view of its input); the parent-owned data path

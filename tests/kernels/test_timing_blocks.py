@@ -136,6 +136,45 @@ def test_blocks_respawn_and_pin_on_a_fast_fixture():
     assert one.paired["interval"].startswith("order statistics")
 
 
+def test_budget_allows_hand_computed_and_degenerate():
+    from shiftkit.kernels.evaluate import ATTRIBUTION_RESERVE_S as R, BLOCK_MARGIN as M, budget_allows
+
+    assert budget_allows(0.0, 100.0, [])  # nothing finished: only the reserve is needed (100 >= 20)
+    assert not budget_allows(90.0, 100.0, [])  # ... unless the reserve itself does not fit
+    # slowest block 40 s: 1.25 * 40 + 20 = 70 s needed
+    assert budget_allows(30.0, 100.0, [10.0, 40.0, 5.0]) and M * 40.0 + R == 70.0
+    assert not budget_allows(30.001, 100.0, [10.0, 40.0, 5.0])
+
+
+def test_an_added_block_that_cannot_fit_ends_inconclusive_not_timed_out(monkeypatch):
+    """An undecided interval asks for a fourth block; the budget cannot hold it: the evaluation ends with three
+    blocks, ``inconclusive`` and ``stopped == "budget"``, a Result and no timeout (redteam10 hn09). With the budget
+    check removed (mutant) the fourth block runs. Decisions are forced undecided: nothing here depends on timing."""
+    import importlib
+
+    from shiftkit.kernels import EvalConfig
+    from shiftkit.kernels.fixtures import PROBLEMS, SOLUTIONS
+
+    E = importlib.import_module("shiftkit.kernels.evaluate")
+
+    def undecided(paired, thr, level):
+        cis = {b: (-1.0, 0.0, 1.0) for b in paired[0]}
+        return cis, {b: "undecided" for b in cis}
+
+    monkeypatch.setattr(E, "block_decisions", undecided)
+    p, s = PROBLEMS / "scale_shift_clamp.py", SOLUTIONS / "scale_shift_clamp" / "correct.py"
+    cfg = dict(baseline_compile=False, timed_calls=6, max_timed_calls=8, timing_blocks=3, min_block_rounds=2, warmup=1, trials=2)
+    assert E.block_plan(6, 3, 8, 2) == (3, 2, 4)  # three blocks, one more allowed
+    monkeypatch.setattr(E, "budget_allows", lambda now, deadline, block_s: len(block_s) < 3)
+    r = E.evaluate(p, s, EvalConfig(**cfg))
+    assert r.correct and r.inconclusive, r.reason
+    assert len(r.paired["blocks"]) == 3 and r.paired["stopped"] == "budget"
+    assert not any(f.code == "timeout" for f in r.findings)
+    monkeypatch.setattr(E, "budget_allows", lambda now, deadline, block_s: True)
+    r = E.evaluate(p, s, EvalConfig(**cfg))
+    assert len(r.paired["blocks"]) == 4 and r.paired["stopped"] is None
+
+
 # ----------------------------------------------------------------------------- spot rounds out of the clock
 
 def test_clock_times_drops_spot_rounds_hand_computed():
