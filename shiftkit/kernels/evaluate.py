@@ -998,7 +998,7 @@ class _Evaluation:
             with FakeTensorMode(allow_non_fake_inputs=True) as mode, torch.no_grad():
                 fx = tree_map(lambda t: mode.from_tensor(t) if isinstance(t, torch.Tensor) else t, list(x))
                 fxs = _to(fx, self.device)
-                got = shapes(with_writes(self.model(*fxs), fxs, self.written))
+                got = shapes(self._call(self.model, fxs))
         except Exception:  # noqa: BLE001 - data-dependent, or an op fake tensors do not cover: not admitted
             return False
         return got == shapes(expected)
@@ -1041,6 +1041,11 @@ class _Evaluation:
             return None
         return exp if self._well_defined(x, exp) else None
 
+    def _call(self, model, xs):
+        """``model``'s output on ``xs`` with the inputs the reference writes (:func:`with_writes`): what every
+        reference call (fp32, float64, fake tensors, moved inputs) compares."""
+        return with_writes(model(*xs), xs, self.written)
+
     def reference(self, x):
         """The reference's output on ``x``, on the CPU (every expected value of every round comes from here)."""
         import torch
@@ -1048,7 +1053,7 @@ class _Evaluation:
         with torch.no_grad():
             xs = _to(C.owned_copy(x), self.device)
             v0 = C.versions(xs)
-            out = _cpu(C.owned_copy(with_writes(self.model(*xs), xs, self.written)))
+            out = _cpu(C.owned_copy(self._call(self.model, xs)))
             self.writes_inputs = self.writes_inputs or C.versions(xs) != v0  # see plan: inputs_writable
             return out
 
@@ -1066,7 +1071,7 @@ class _Evaluation:
         try:
             with torch.no_grad():
                 xs = _to(C.owned_copy(_double(x)), self.device)
-                out = _cpu(C.owned_copy(with_writes(self.m64(*xs), xs, self.written)))
+                out = _cpu(C.owned_copy(self._call(self.m64, xs)))
         except Exception:  # noqa: BLE001 - the model has no fp64 path
             out = None
         if keep:
@@ -1093,13 +1098,14 @@ class _Evaluation:
         params = [t for t in self.m64.parameters() if t.is_floating_point() or t.is_complex()]
         saved = [t.detach().clone() for t in params]
         sumsq = None
+        x64 = _double(x)  # once: every draw moves the same float64 inputs
         try:
             with torch.no_grad():
                 for _ in range(C.SENSITIVITY_DRAWS):
                     for t, v in zip(params, saved):
                         t.copy_(C.moved_relative(v, gen))
-                    xs = _to(C.owned_copy(C.moved_relative(_double(x), gen)), self.device)
-                    out = _cpu(with_writes(self.m64(*xs), xs, self.written))
+                    xs = _to(C.owned_copy(C.moved_relative(x64, gen)), self.device)
+                    out = _cpu(self._call(self.m64, xs))
                     sumsq = C.add_tree(sumsq, C.squared_change(e64, out))
         except Exception as err:  # noqa: BLE001 - a float64 reference that fails on moved inputs: said, not hidden
             self.res.tolerance = f"per-tensor: the float64 reference failed on moved inputs ({type(err).__name__})"
