@@ -322,6 +322,7 @@ def block_plan(timed_calls: int, timing_blocks: int, max_timed_calls: int, min_r
     return n0, per, n0 if n0 == 1 else max(n0, max_timed_calls // per)
 
 
+MIN_BLOCKS_JUDGED = 2  # the budget never stops timing before two blocks: the mean-cost interval needs two
 BLOCK_MARGIN = 1.25  # an added block is estimated at this times the slowest finished block
 ATTRIBUTION_RESERVE_S = 20.0  # kept for what follows the rounds (closing workers, attribution of samples)
 
@@ -331,7 +332,9 @@ def budget_allows(now: float, deadline: float, block_s: list[float]) -> bool:
     slowest finished block (``block_s``, seconds each) plus ``ATTRIBUTION_RESERVE_S``. An added block only
     narrows an interval that straddles a threshold: where it cannot fit, the evaluation ends ``inconclusive``
     with the milestone already decided, not with a timeout that would reject an honest kernel for the harness's
-    own cost (redteam10 hn09: a 4M-element problem whose fourth block ran past the 300 s budget)."""
+    own cost (redteam10 hn09: a 4M-element problem whose fourth block ran past the 300 s budget). The check
+    starts after :data:`MIN_BLOCKS_JUDGED` blocks, also before the plan's first decision: fewer blocks give a
+    wider interval, so stopping early can only make a milestone harder to grant."""
     need = BLOCK_MARGIN * max(block_s, default=0.0) + ATTRIBUTION_RESERVE_S
     return now + need <= deadline
 
@@ -1207,8 +1210,8 @@ class _Evaluation:
         stopped = None
         while len(done_blocks) < max_blocks:
             i = len(done_blocks)
-            if i >= n0 and not budget_allows(time.monotonic(), self.deadline, block_s):
-                stopped = "budget"  # an added block would outrun the evaluation's budget: inconclusive, not a timeout
+            if i >= MIN_BLOCKS_JUDGED and not budget_allows(time.monotonic(), self.deadline, block_s):
+                stopped = "budget"  # another block would outrun the evaluation's budget: inconclusive, not a timeout
                 break
             tb = time.monotonic()
             cpus = self._cpus(i)
@@ -1287,6 +1290,9 @@ class _Evaluation:
             need = decisions.get("eager") == "undecided" or (decisions.get("eager") == "above" and decisions.get("compile") == "undecided")
             if not need:
                 break
+        if stopped and len(done_blocks) < n0:  # stopped before the plan's first decision: decided on what ran
+            cis, decisions = block_decisions(paired, thr, c.ci_level)
+            need = any(v == "undecided" for v in decisions.values())
         names = ["candidate"] + kinds
         res.timings = {n: timing_summary(wall[n], cpu[n], timer) for n in names}
         res.paired = {b: {"speedup": math.exp(cis[b][1]), "ci": [math.exp(cis[b][0]), math.exp(cis[b][2])],

@@ -148,7 +148,8 @@ def test_budget_allows_hand_computed_and_degenerate():
 
 def test_an_added_block_that_cannot_fit_ends_inconclusive_not_timed_out(monkeypatch):
     """An undecided interval asks for a fourth block; the budget cannot hold it: the evaluation ends with three
-    blocks, ``inconclusive`` and ``stopped == "budget"``, a Result and no timeout (redteam10 hn09). With the budget
+    blocks, ``inconclusive`` and ``stopped == "budget"``, a Result and no timeout (redteam10 hn09); a budget that
+    holds no block still runs two (the mean-cost interval needs two), then decides on them. With the budget
     check removed (mutant) the fourth block runs. Decisions are forced undecided: nothing here depends on timing."""
     import importlib
 
@@ -165,11 +166,13 @@ def test_an_added_block_that_cannot_fit_ends_inconclusive_not_timed_out(monkeypa
     p, s = PROBLEMS / "scale_shift_clamp.py", SOLUTIONS / "scale_shift_clamp" / "correct.py"
     cfg = dict(baseline_compile=False, timed_calls=6, max_timed_calls=8, timing_blocks=3, min_block_rounds=2, warmup=1, trials=2)
     assert E.block_plan(6, 3, 8, 2) == (3, 2, 4)  # three blocks, one more allowed
-    monkeypatch.setattr(E, "budget_allows", lambda now, deadline, block_s: len(block_s) < 3)
-    r = E.evaluate(p, s, EvalConfig(**cfg))
-    assert r.correct and r.inconclusive, r.reason
-    assert len(r.paired["blocks"]) == 3 and r.paired["stopped"] == "budget"
-    assert not any(f.code == "timeout" for f in r.findings)
+    for fits, ran in [(3, 3), (0, 2)]:  # the budget holds 3 blocks; it holds none, but two always run
+        monkeypatch.setattr(E, "budget_allows", lambda now, deadline, block_s, fits=fits: len(block_s) < fits)
+        r = E.evaluate(p, s, EvalConfig(**cfg))
+        assert r.correct and r.inconclusive and r.reward == 1.0, r.reason
+        assert len(r.paired["blocks"]) == ran and r.paired["stopped"] == "budget"
+        assert r.paired["eager"]["decision"] == "undecided" and r.speedup_eager is not None
+        assert not any(f.code == "timeout" for f in r.findings)
     monkeypatch.setattr(E, "budget_allows", lambda now, deadline, block_s: True)
     r = E.evaluate(p, s, EvalConfig(**cfg))
     assert len(r.paired["blocks"]) == 4 and r.paired["stopped"] is None
