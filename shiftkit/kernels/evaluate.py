@@ -322,6 +322,13 @@ def block_plan(timed_calls: int, timing_blocks: int, max_timed_calls: int, min_r
     return n0, per, n0 if n0 == 1 else max(n0, max_timed_calls // per)
 
 
+def more_blocks_needed(decisions: dict[str, str]) -> bool:
+    """Pure: a milestone still hangs on an interval that straddles its threshold: eager's, or compile's once
+    eager's is cleared (the one rule for adding a block and for calling a stopped evaluation inconclusive)."""
+    eager = decisions.get("eager")
+    return eager == "undecided" or (eager == "above" and decisions.get("compile") == "undecided")
+
+
 MIN_BLOCKS_JUDGED = 2  # the budget never stops timing before two blocks: the mean-cost interval needs two
 BLOCK_MARGIN = 1.25  # an added block is estimated at this times the slowest finished block
 ATTRIBUTION_RESERVE_S = 20.0  # kept for what follows the rounds (closing workers, attribution of samples)
@@ -1287,12 +1294,12 @@ class _Evaluation:
             if len(done_blocks) < n0:
                 continue
             cis, decisions = block_decisions(paired, thr, c.ci_level)
-            need = decisions.get("eager") == "undecided" or (decisions.get("eager") == "above" and decisions.get("compile") == "undecided")
+            need = more_blocks_needed(decisions)
             if not need:
                 break
         if stopped and len(done_blocks) < n0:  # stopped before the plan's first decision: decided on what ran
             cis, decisions = block_decisions(paired, thr, c.ci_level)
-            need = any(v == "undecided" for v in decisions.values())
+            need = more_blocks_needed(decisions)
         names = ["candidate"] + kinds
         res.timings = {n: timing_summary(wall[n], cpu[n], timer) for n in names}
         res.paired = {b: {"speedup": math.exp(cis[b][1]), "ci": [math.exp(cis[b][0]), math.exp(cis[b][2])],

@@ -146,6 +146,16 @@ def test_budget_allows_hand_computed_and_degenerate():
     assert not budget_allows(30.001, 100.0, [10.0, 40.0, 5.0])
 
 
+def test_more_blocks_needed_by_the_milestone_rule():
+    from shiftkit.kernels.evaluate import more_blocks_needed as need
+
+    assert need({"eager": "undecided"}) and need({"eager": "undecided", "compile": "below"})
+    assert need({"eager": "above", "compile": "undecided"})  # +2 is decided, +3 still hangs on compile
+    assert not need({"eager": "above", "compile": "below"}) and not need({"eager": "above"})
+    assert not need({"eager": "below", "compile": "undecided"})  # +1: compile cannot raise it
+    assert not need({})
+
+
 def test_an_added_block_that_cannot_fit_ends_inconclusive_not_timed_out(monkeypatch):
     """An undecided interval asks for a fourth block; the budget cannot hold it: the evaluation ends with three
     blocks, ``inconclusive`` and ``stopped == "budget"``, a Result and no timeout (redteam10 hn09); a budget that
