@@ -326,7 +326,7 @@ def parse_depfile(text: str) -> list[str]:
     ``\\ `` an escaped space, ``$$`` a dollar), targets dropped, in order, without repeats."""
     out: dict[str, None] = {}
     for rule in re.split(r"(?<!\\)\n", text.replace("\\\n", " ")):
-        head, sep, tail = rule.partition(": ")
+        _, sep, tail = rule.partition(": ")
         if not sep:
             continue
         for tok in re.findall(r"(?:\\.|[^\s\\])+", tail):
@@ -360,7 +360,7 @@ def _torch_include_root() -> str:
 PUBLIC_HEADERS = ("ATen/cpu/vec/vec.h", "ATen/cpu/vec/functional.h", "ATen/TensorIterator.h",
                   "ATen/native/TensorIterator.h", "ATen/Parallel.h")
 
-_BASELINE: dict[str, frozenset] = {}
+_BASELINE: dict[str, tuple[frozenset, frozenset]] = {}  # by cache: (imports, torch kernel headers)
 BASELINE_SPEC = BuildSpec(name="sk_baseline", kind="torch", backend="cpu", functions=["ident"],
                           sources={"cpp_sources.cpp": "".join(f"#include <{h}>\n" for h in PUBLIC_HEADERS) + (
                               # the public API's inline helpers an honest binding uses (at::parallel_for,
@@ -382,22 +382,27 @@ BASELINE_SPEC = BuildSpec(name="sk_baseline", kind="torch", backend="cpu", funct
 
 def torch_baseline_imports(cache: Path, timeout_s: float, isolate: bool) -> frozenset:
     """The imports of the harness's own minimal torch binding (built once per cache): what any binding may import."""
+    return _baseline(cache, timeout_s, isolate)[0]
+
+
+def _baseline(cache: Path, timeout_s: float, isolate: bool) -> tuple[frozenset, frozenset]:
+    """The baseline binding's (imports, torch kernel headers), built once per cache."""
     key = str(cache)
     if key not in _BASELINE:
         r = build(BASELINE_SPEC, cache, timeout_s, isolate=isolate, _baseline=True)
         if not r.ok:
             raise RuntimeError("the harness's baseline torch binding did not build: "
                                + "; ".join(e.message for e in r.errors)[:300])
-        _BASELINE[key] = frozenset(json.loads((Path(r.so_path).parent / "imports.json").read_text()))
-        _BASELINE[key + "|headers"] = frozenset(json.loads((Path(r.so_path).parent / "headers.json").read_text()))
+        d = Path(r.so_path).parent
+        _BASELINE[key] = (frozenset(json.loads((d / "imports.json").read_text())),
+                          frozenset(json.loads((d / "headers.json").read_text())))
     return _BASELINE[key]
 
 
 def torch_baseline_headers(cache: Path, timeout_s: float, isolate: bool) -> frozenset:
     """The torch kernel headers the public headers pull in (:data:`PUBLIC_HEADERS`, read from the baseline
     binding's own depfile): allowed to every build."""
-    torch_baseline_imports(cache, timeout_s, isolate)
-    return _BASELINE[str(cache) + "|headers"]
+    return _baseline(cache, timeout_s, isolate)[1]
 
 
 _RUNTIME: dict[str, frozenset] = {}

@@ -431,19 +431,14 @@ SCALED_TIMED = 4  # one natural timed round in this many (drawn from the secret)
 INTERP_ALLOWANCE = 2.0  # the candidate's interpreter code per round counts as runtime up to this multiple of eager's
 
 
-def interpreter_excess(interp: int, rounds: int, allow_per_round: float | None) -> int:
-    """Pure: the candidate's interpreter samples (``interp`` over ``rounds`` rounds) beyond ``allow_per_round``
-    per round, which count as foreign compute; 0 when no allowance was measured (None)."""
+def judged_excess(interp: list[int | None], allow_per_round: float | None) -> int:
+    """Pure: the candidate's interpreter samples over its judged rounds (``interp``, one count per round; None: a
+    round not judged, whose samples count as runtime and earn no allowance) beyond ``allow_per_round`` per judged
+    round, which count as foreign compute; 0 when no allowance was measured (None)."""
     if allow_per_round is None:
         return 0
-    return max(0, int(interp - allow_per_round * rounds))
-
-
-def judged_excess(interp: list[int | None], allow_per_round: float | None) -> int:
-    """Pure: :func:`interpreter_excess` over the judged rounds of ``interp`` (None: a round not judged, whose
-    interpreter samples count as runtime and earn no allowance)."""
     judged = [i for i in interp if i is not None]
-    return interpreter_excess(sum(judged), len(judged), allow_per_round)
+    return max(0, int(sum(judged) - allow_per_round * len(judged)))
 
 
 def foreign_verdict(counts: dict[str, int], share_max: float, min_samples: int = 20,

@@ -12,7 +12,7 @@ from shiftkit.kernels import metrics, reward, shm, static, stats, symbols
 from shiftkit.kernels.backends import get_backend
 from shiftkit.kernels.blocking import is_allowed
 from shiftkit.kernels.build import parse_compiler_output
-from shiftkit.kernels.evaluate import coverage_verdict, foreign_verdict, interpreter_excess, judged_excess, spot_plan
+from shiftkit.kernels.evaluate import coverage_verdict, foreign_verdict, judged_excess, spot_plan
 from shiftkit.kernels.findings import CODES, Finding
 from shiftkit.kernels.kernelbench import rewrite, scale_value, size_constants
 from shiftkit.kernels.perf import classify_path, interpreter_path
@@ -179,10 +179,10 @@ def test_foreign_verdict_hand_computed():
 def test_interpreter_excess_hand_computed():
     """The candidate's interpreter samples beyond the allowance per round count as foreign: 100 samples over 10
     rounds at 4 per round leave 60; at or below the allowance nothing; no allowance measured (None): nothing."""
-    assert interpreter_excess(100, 10, 4.0) == 60
-    assert interpreter_excess(40, 10, 4.0) == 0 and interpreter_excess(10, 10, 4.0) == 0
-    assert interpreter_excess(100, 10, None) == 0
-    assert interpreter_excess(0, 0, 4.0) == 0  # degenerate: no rounds
+    assert judged_excess([10] * 10, 4.0) == 60
+    assert judged_excess([4] * 10, 4.0) == 0 and judged_excess([1] * 10, 4.0) == 0
+    assert judged_excess([10] * 10, None) == 0
+    assert judged_excess([], 4.0) == 0  # degenerate: no rounds
 
 
 def test_foreign_verdict_counts_interpreter_excess():
@@ -221,7 +221,7 @@ def test_rounds_under_the_op_blocker_are_not_judged_for_the_interpreter():
     assert v is not None and v[0] == "interpreter_compute" and "in round 1 of 40" in v[1], v
     assert judged_excess(blocked, 8.0) == 60  # 30 judged rounds x (10 - 8); the blocked ones earn nothing
     assert judged_excess([None] * 3, 8.0) == 0 and judged_excess([], None) == 0
-    assert judged_excess([5, 9], 4.0) == interpreter_excess(14, 2, 4.0) == 6
+    assert judged_excess([5, 9], 4.0) == 6  # 14 - 2 x 4
 
 
 def test_interpreter_path_is_exact():
