@@ -136,10 +136,13 @@ def scale_of(t) -> float:
 
     x = t.detach()
     x = x.abs() if x.is_complex() else x
+    if not x.numel():
+        return 0.0
+    n = float(torch.linalg.vector_norm(x, 2, dtype=torch.float64))  # one pass, no float64 copy
+    if math.isfinite(n):  # every value finite (a non-finite one makes the norm inf or NaN)
+        return n / math.sqrt(x.numel())
     x = x.double()
-    fin = torch.isfinite(x)
-    if not bool(fin.all()):
-        x = x[fin]
+    x = x[torch.isfinite(x)]
     return float(x.pow(2).mean().sqrt()) if x.numel() else 0.0
 
 
@@ -150,16 +153,16 @@ def mismatches(expected, actual, atol: float, rtol: float, scales=None) -> tuple
     import torch
 
     e, a = expected.detach(), actual.detach()
-    if e.is_complex():
-        e, a = e.to(torch.complex128), a.to(torch.complex128)
-    else:
-        e, a = e.double(), a.double()
+    wide = torch.complex128 if e.is_complex() else torch.float64
+    e, a = e.to(wide), a.to(wide)
     absolute = _absolute(expected, atol, scales)
-    diff = (a - e).abs()
-    if bool(torch.isfinite(diff).all()):  # both finite everywhere (the common case): the bound alone decides
+    diff = torch.sub(a, e).abs_() if not e.is_complex() else (a - e).abs()
+    if not diff.numel():
+        return 0, 0.0
+    top = float(diff.max())  # NaN or inf unless both are finite everywhere
+    if math.isfinite(top):  # the common case: the bound alone decides
         bound = e.abs().mul_(rtol).add_(absolute)
-        bad = int((diff > bound).sum())
-        return bad, (float(diff.max()) if diff.numel() else 0.0)
+        return int(torch.count_nonzero(diff > bound)), top
     fin = torch.isfinite(e.real) & torch.isfinite(e.imag) if e.is_complex() else torch.isfinite(e)
     ok = (diff <= absolute + rtol * e.abs()) & fin  # an infinity matches only itself
     if e.is_complex():
@@ -318,27 +321,32 @@ def _absolute(e, atol: float, scales):
         return tensor
     real = {torch.complex64: torch.float32, torch.complex128: torch.float64, torch.complex32: torch.float16}
     tiny = torch.finfo(real.get(e.dtype, e.dtype)).tiny  # the dtype's smallest normal: a flush-to-zero kernel
-    own = row_rms(e).mul_(ROW_FLOOR)
-    torch.maximum(own, scales[0], out=own)
+    own = torch.maximum(scales[0], _row_rms_keep(e).mul_(ROW_FLOOR))  # the row's rms broadcast, not copied
     return own.mul_(atol).clamp_(max=tensor).add_(scales[1], alpha=REFERENCE_ERROR_FACTOR).add_(tiny)
+
+
+def _row_rms_keep(e):
+    """Each last-dim row's rms (of its finite values, complex by magnitude), float64, shaped to broadcast
+    against ``e`` (its last dim 1; a 0-d tensor its own row, 0-d)."""
+    import torch
+
+    x = e.detach()
+    x = x.abs() if x.is_complex() else x
+    if x.dim() == 0:
+        return _row_rms_keep(x.reshape(1)).reshape(())
+    r = torch.linalg.vector_norm(x, 2, dim=-1, keepdim=True, dtype=torch.float64)
+    if bool(torch.isfinite(r).all()):  # every value finite (the common case): one pass, no float64 copy
+        return r.div_(math.sqrt(x.shape[-1])) if x.shape[-1] else r
+    x = x.double()
+    fin = torch.isfinite(x)
+    sq = torch.where(fin, x * x, torch.zeros_like(x))
+    return (sq.sum(-1, keepdim=True) / fin.sum(-1, keepdim=True).clamp(min=1)).sqrt()
 
 
 def row_rms(e):
     """Pure: each element's last-dim row's rms (of its finite values, complex by magnitude), broadcast to ``e``'s
     shape, float64; a 0-d tensor is its own row."""
-    import torch
-
-    x = e.detach()
-    x = (x.abs() if x.is_complex() else x).double()
-    if x.dim() == 0:
-        x = x.reshape(1)
-    fin = torch.isfinite(x)
-    if bool(fin.all()):
-        r = x.pow(2).mean(-1, keepdim=True).sqrt_()
-    else:
-        sq = torch.where(fin, x * x, torch.zeros_like(x))
-        r = (sq.sum(-1, keepdim=True) / fin.sum(-1, keepdim=True).clamp(min=1)).sqrt()
-    return r.expand_as(x).reshape(e.shape).clone()
+    return _row_rms_keep(e).expand(e.shape).clone()
 
 
 def compare(expected: Any, actual: Any, preset: str = "default", atol: float | None = None, rtol: float | None = None,

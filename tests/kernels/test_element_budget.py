@@ -199,3 +199,78 @@ def test_the_tensor_wide_budget_alone_passed_the_quiet_rows():
     """The class this closes: under ``atol * rms(e)`` alone the dropped rows pass (the reason for the change)."""
     f, alt, xs = WRONG["quiet rows dropped (redteam8 h04)"]
     assert _verdict(f, alt, xs, per_element=False) is None
+
+
+# ---------------------------------------------------------------------------- optimized == reference
+
+
+def _ref_scale_of(t):
+    """The plain form (before the one-pass norm): the float64 copy, its finite values, their rms."""
+    x = t.detach()
+    x = (x.abs() if x.is_complex() else x).double()
+    x = x[torch.isfinite(x)]
+    return float(x.pow(2).mean().sqrt()) if x.numel() else 0.0
+
+
+def _ref_row_rms(e):
+    x = e.detach()
+    x = (x.abs() if x.is_complex() else x).double()
+    if x.dim() == 0:
+        x = x.reshape(1)
+    fin = torch.isfinite(x)
+    sq = torch.where(fin, x * x, torch.zeros_like(x))
+    r = (sq.sum(-1, keepdim=True) / fin.sum(-1, keepdim=True).clamp(min=1)).sqrt()
+    return r.expand_as(x).reshape(e.shape)
+
+
+def _ref_mismatches(expected, actual, atol, rtol, scales=None):
+    """The plain, element-by-element rules: the budget, NaN only matches NaN, an infinity only itself."""
+    wide = torch.complex128 if expected.is_complex() else torch.float64
+    e, a = expected.detach().to(wide), actual.detach().to(wide)
+    if scales is None:
+        absolute = atol * _ref_scale_of(expected)
+    else:
+        tiny = torch.finfo({torch.complex64: torch.float32, torch.complex128: torch.float64}.get(expected.dtype, expected.dtype)).tiny
+        own = torch.maximum(_ref_row_rms(expected) * C.ROW_FLOOR, scales[0]) * atol
+        absolute = own.clamp(max=atol * _ref_scale_of(expected)) + C.REFERENCE_ERROR_FACTOR * scales[1] + tiny
+    diff = (a - e).abs()
+    finite_e = torch.isfinite(e.real) & torch.isfinite(e.imag) if e.is_complex() else torch.isfinite(e)
+    nan = (lambda z: torch.isnan(z.real) | torch.isnan(z.imag)) if e.is_complex() else torch.isnan
+    ok = ((diff <= absolute + rtol * e.abs()) & finite_e) | (a == e)
+    ok = (ok & ~(nan(e) ^ nan(a))) | (nan(e) & nan(a))
+    bad = int((~ok).sum())
+    fin = diff[torch.isfinite(diff)]
+    top = float(fin.max()) if fin.numel() else (0.0 if not bad else math.inf)
+    return bad, (math.inf if bad and top == 0.0 else top)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.complex64])
+@pytest.mark.parametrize("special", [False, True])
+def test_optimized_comparison_equals_the_plain_rules(dtype, special):
+    """mismatches / scale_of / row_rms (one-pass norms, no float64 copies of the row rms, a max that doubles
+    as the finiteness test) give the plain rules' counts and max diff, on finite outputs and with NaN and
+    infinities in either tensor, with and without element scales, 0-d and one-row shapes too."""
+    g = torch.Generator().manual_seed(3)
+    for shape in [(7, 33), (1, 40), (50,), ()]:
+        for trial in range(4):
+            e = (torch.randn(shape, generator=g, dtype=torch.float64) * 10.0 ** (trial - 2))
+            if dtype.is_complex:
+                e = torch.complex(e, torch.randn(shape, generator=g, dtype=torch.float64))
+            e = e.to(dtype)
+            noise = torch.randn(shape, generator=g, dtype=torch.float64) * (1e-5, 1e-4, 3e-4, 1e-3)[trial]
+            a = (e.to(torch.complex128 if dtype.is_complex else torch.float64) * (1 + noise)).to(dtype)
+            if special and e.numel() > 4:
+                ef, af = e.view(-1), a.view(-1)
+                ef[0], af[0] = math.inf, math.inf  # equal infinities
+                ef[1], af[1] = math.nan, math.nan  # NaN matches NaN
+                af[2] = math.nan  # a NaN where a number is expected
+                ef[3] = -math.inf  # an infinity expected, a number given
+            sc = torch.stack([torch.rand(shape, generator=g, dtype=torch.float64) * 3,
+                              torch.rand(shape, generator=g, dtype=torch.float64) * 1e-6])
+            for scales in (None, sc):
+                got = C.mismatches(e, a, 1e-4, 1e-4, scales)
+                want = _ref_mismatches(e, a, 1e-4, 1e-4, scales)
+                assert got[0] == want[0], (shape, trial, scales is None, got, want)
+                assert got[1] == pytest.approx(want[1], rel=1e-12), (shape, trial, got, want)
+            assert C.scale_of(e) == pytest.approx(_ref_scale_of(e), rel=1e-12)
+            assert torch.allclose(C.row_rms(e), _ref_row_rms(e), rtol=1e-12, atol=0)
