@@ -130,12 +130,19 @@ def derive_seed(secret: int, public: int, purpose: str, index: int) -> int:
     return int.from_bytes(h[:8], "little") & (2**63 - 1)
 
 
+def _normable(x):
+    """``x``, or its float64 copy where torch's norms cannot widen its dtype themselves (float8)."""
+    import torch
+
+    return x if x.dtype in (torch.float64, torch.float32, torch.float16, torch.bfloat16) else x.double()
+
+
 def scale_of(t) -> float:
     """Root mean square of the finite values of a floating/complex tensor (0 if none)."""
     import torch
 
     x = t.detach()
-    x = x.abs() if x.is_complex() else x
+    x = _normable(x.abs() if x.is_complex() else x)
     if not x.numel():
         return 0.0
     n = float(torch.linalg.vector_norm(x, 2, dtype=torch.float64))  # one pass, no float64 copy
@@ -330,8 +337,7 @@ def _row_rms_keep(e):
     against ``e`` (its last dim 1; a 0-d tensor its own row, 0-d)."""
     import torch
 
-    x = e.detach()
-    x = x.abs() if x.is_complex() else x
+    x = _normable(e.detach().abs() if e.is_complex() else e.detach())
     if x.dim() == 0:
         return _row_rms_keep(x.reshape(1)).reshape(())
     r = torch.linalg.vector_norm(x, 2, dim=-1, keepdim=True, dtype=torch.float64)

@@ -244,7 +244,8 @@ def _ref_mismatches(expected, actual, atol, rtol, scales=None):
     return bad, (math.inf if bad and top == 0.0 else top)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.complex64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.float8_e4m3fn,
+                                   torch.complex64])
 @pytest.mark.parametrize("special", [False, True])
 def test_optimized_comparison_equals_the_plain_rules(dtype, special):
     """mismatches / scale_of / row_rms (one-pass norms, no float64 copies of the row rms, a max that doubles
