@@ -199,10 +199,9 @@ def admit_problem(problem: KernelProblem, config: EvalConfig) -> list[Finding]:
     with torch.no_grad():
         for k in range(2):  # with the inputs it writes (with_writes): an in-place reference returning None is not degenerate
             xs = problem.inputs(config.seed + 7919 * k)
-            x0 = C.owned_copy(xs)
             v0 = C.versions(shm.tensor_leaves(xs))
             out = model(*xs)
-            outs.append(C.owned_copy(with_writes(out, xs, changed_inputs(v0, xs, x0, out))))
+            outs.append(C.owned_copy(with_writes(out, xs, output_writes(v0, xs, out))))
     atol, rtol = C.tolerance_for(_first_dtype(outs[0]), config.tolerance, config.atol, config.rtol)
     found = []
     d = C.degeneracy(outs[0], atol, rtol)
@@ -219,7 +218,7 @@ def with_writes(out: Any, xs: Any, written: list[int]) -> Any:
     ``written`` (indices in :func:`shm.tensor_leaves` order) is not empty; else ``out``. What a reference writes
     into its inputs is its output too (redteam10 h09: an accumulator reset by ``acc.zero_()`` and never compared;
     h05: a reference returning None): every party returns it, and the candidate's is compared. ``written`` is
-    :func:`changed_inputs` of trial 0: the writes that change values there."""
+    :func:`output_writes` of trial 0."""
     if not written:
         return out
     leaves = shm.tensor_leaves(xs)
@@ -232,18 +231,30 @@ def written_inputs(before: list[int], xs: Any) -> list[int]:
     return [i for i, (a, b) in enumerate(zip(before, C.versions(shm.tensor_leaves(xs)))) if a != b]
 
 
-def changed_inputs(before: list[int], xs: Any, originals: Any, out: Any = None) -> list[int]:
-    """The inputs a call wrote (:func:`written_inputs`) whose values it changed from ``originals`` (their copies
-    from before the call), less those its output ``out`` returns (shares storage with): the writes that are
-    outputs (:func:`with_writes`). A write that changes no value of the problem's own inputs is a guard
-    (``x.clamp_(-50, 50)`` of N(0, 1) inputs, redteam10 hn22): the inputs are still writable for every party, but
-    a kernel clamping out of place is not asked to write them. A written input the reference returns
+def output_writes(before: list[int], xs: Any, out: Any = None) -> list[int]:
+    """The inputs a call wrote (:func:`written_inputs`), less those its output ``out`` returns whole
+    (:func:`returns_whole`): every other write is an output (:func:`with_writes`), compared on every round.
+    Whatever the values written: a guard ``clamp_`` that changes nothing on the problem's own inputs changes them
+    on the scaled-up and outlier rounds (redteam11 h01, h04 skipped the write-back of such a clip), so its
+    write-back is part of the reference's behaviour. A written input the reference returns whole
     (``x.mul_(w).add_(b); return x``) is compared as that output: a kernel computing it out of place passes
-    (redteam9 hn01)."""
-    now, was = shm.tensor_leaves(xs), shm.tensor_leaves(originals)
-    returned = {t.untyped_storage().data_ptr() for t in C._tensors(out)}
-    return [i for i in written_inputs(before, xs) if not C.same_tensors(now[i], was[i])
-            and now[i].untyped_storage().data_ptr() not in returned]
+    (redteam9 hn01); one it returns only part of (``qkv.mul_(w); return qkv.narrow(0, 0, n)``) is compared whole
+    too (redteam11 h02 updated only the returned third)."""
+    now = shm.tensor_leaves(xs)
+    returned = C._tensors(out)
+    return [i for i in written_inputs(before, xs) if not any(returns_whole(t, now[i]) for t in returned)]
+
+
+def returns_whole(t: Any, x: Any) -> bool:
+    """Pure: does ``t`` hold every element of ``x`` and nothing else (the same dense span of the same storage: ``x``
+    itself, ``x.view(-1)``, ``x.t()``)? A partial view (``x[1:]``, a narrow) does not; neither does a
+    non-dense ``x`` (its span has holes), which is then compared as written."""
+    def extent(v) -> int:
+        return 1 + sum((n - 1) * abs(st) for n, st in zip(v.shape, v.stride())) if v.numel() else 0
+
+    return (t.untyped_storage().data_ptr() == x.untyped_storage().data_ptr() and t.dtype == x.dtype
+            and t.storage_offset() == x.storage_offset() and t.numel() == x.numel()
+            and extent(t) == t.numel() and extent(x) == x.numel())
 
 
 def _first_dtype(x: Any) -> str:
@@ -840,10 +851,9 @@ class _Evaluation:
                 w0 = C.versions(shm.tensor_leaves(x1))
                 out1, self.unread_state = C.unread_state(model, *x1)  # tensors a candidate need not hold
                 self.ref_alias = shm.output_aliases(out1, [x1, list(model.parameters()), list(model.buffers())])
-                # the writes that change values on the problem's own inputs are outputs (an accumulator's reset);
-                # a write that changes none there is a guard (clamp_ of inputs in range): writable, not compared;
-                # a written input the reference returns is compared as that output
-                self.written = changed_inputs(w0, x1, x0, out1)
+                # every write is an output (an accumulator's reset, a guard clamp_ of inputs in range), but one
+                # the reference returns whole: that is compared as the output it returns
+                self.written = output_writes(w0, x1, out1)
                 self.ref_alias += [True] * len(self.written)  # the written inputs, returned after the output
                 # a reference that works in place on its inputs (x.mul_(w); return x): the parent's input region is
                 # read-only to every worker, so each party gets writable copies of it, refilled every round. Its
@@ -979,9 +989,9 @@ class _Evaluation:
         # Python ints (a shift, an offset; redteam9 h03 baked in a roll by 37): moved where the reference's output
         # keeps its shapes and dtypes (a size or a dim changes them, or makes the reference raise: not moved)
         for t in C.int_targets(base["inputs"]):
-            for frac in C.SCALAR_MOVES:
-                x = C.move_int(base["inputs"], t, self.seed("int", t), frac)
-                exp = self._checked_reference(x)
+            moves = [C.move_int(base["inputs"], t, self.seed("int", t), frac) for frac in C.SCALAR_MOVES]
+            for x in moves + [C.rescale_int(base["inputs"], t, up) for up in (True, False)]:  # sparse domains too
+                exp = None if x is None else self._checked_reference(x)
                 if exp is None or C.shapes_of(exp) != C.shapes_of(base["expected"]):
                     continue
                 rounds.append({"kind": "scalar", "where": f"int {t} moved inputs", "inputs": x, "expected": exp})

@@ -444,10 +444,35 @@ def test_references_that_write_their_inputs_or_own_their_outputs_or_return_struc
 def test_a_reference_writing_its_inputs_without_changing_them_is_in_place():
     """redteam10 hn22: a guard ``x.clamp_(-50, 50)`` changes no value of an N(0, 1) input, so trial 0's values said
     the reference was out of place; every party got the read-only input region and the eager baseline faulted on
-    its own clamp_ in profiling (worker_crash, for every solution). The version counters see the write; as it
-    changes no value of the problem's own inputs it is a guard, not an output (``evaluate.changed_inputs``), so the
-    kernel clamping out of place passes, also on the scale_up round, where the reference's clamp does bite."""
+    its own clamp_ in profiling (worker_crash, for every solution). The version counters see the write. Every write
+    is an output (``evaluate.output_writes``), whatever trial 0's values: the kernel clamping in place passes; the
+    one clamping out of place and never writing back (redteam11 h01, h04: +1 when a write that changed no value on
+    trial 0 was a guard, not compared) fails where the reference's clamp bites (the scale-up and outlier rounds)."""
     r = run(HON / "guard_clamp_relu_c.py", "guard_clamp_relu", **PROFILE)
+    assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
+    r = run(SOL / "guard_clamp_no_writeback.py", "guard_clamp_relu")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+
+
+def test_a_written_input_returned_in_part_is_compared_whole():
+    """redteam11 h02: the reference writes a fused QKV buffer in place and returns its Q third as a view; a written
+    input the output shares storage with was not compared, so a kernel updating the Q third alone passed (+3 on a
+    third of the work). Only an input returned whole is compared as the output it is (``evaluate.returns_whole``);
+    the in-place kernel returning the same view passes."""
+    r = run(SOL / "qkv_q_third_only.py", "qkv_affine_view")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    r = run(HON / "qkv_affine_inplace_c.py", "qkv_affine_view", **PROFILE)
+    assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
+
+
+def test_an_int_with_sparse_valid_values_is_moved():
+    """redteam11 h03: GroupNorm's group count passed to ``forward``; its drawn moves (16 +- m) are valid only at 8,
+    so it was moved about 1 time in 16 and a kernel baking in 16 passed. A doubling and a halving are tried after
+    the drawn moves (``correctness.rescale_int``); the kernel reading the count passes."""
+    r = run(SOL / "groups_baked.py", "groupnorm_int_groups")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    assert any("int 0 moved" in (f.where or "") for f in r.findings if f.code == "output_mismatch"), r.reason
+    r = run(HON / "groups_read_c.py", "groupnorm_int_groups", **PROFILE)
     assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
 
 

@@ -176,23 +176,28 @@ def test_the_inputs_a_reference_writes_are_its_output_too():
     assert written_inputs(C.versions(shm.tensor_leaves(xs)), xs) == []
 
 
-def test_a_write_that_changes_no_value_is_a_guard_not_an_output():
-    """redteam10 hn22 against h09: ``evaluate.changed_inputs`` keeps the written inputs whose values the call
-    changed (an accumulator's reset), not a guard ``clamp_`` of in-range values (writable, but not compared),
-    nor one the output returns (compared as that output)."""
+def test_every_write_is_an_output_unless_returned_whole():
+    """redteam11 h01/h04 against redteam10 hn22: ``evaluate.output_writes`` keeps every written input, a guard
+    ``clamp_`` that changes no value here too (it does on scaled-up inputs, and a kernel skipping its write-back
+    differs there), but one the output returns whole (compared as that output: redteam9 hn01, ``return x``); a
+    partial view returned does not cover the write (redteam11 h02: ``return qkv.narrow(...)``)."""
     from shiftkit.kernels import shm
-    from shiftkit.kernels.evaluate import changed_inputs
+    from shiftkit.kernels.evaluate import output_writes, returns_whole
 
-    xs = [torch.full((3,), 2.0), torch.full((2,), 5.0), torch.ones(2)]
-    was = C.owned_copy(xs)
+    xs = [torch.full((3, 4), 2.0), torch.full((2,), 5.0), torch.ones(2)]
     before = C.versions(shm.tensor_leaves(xs))
     with torch.no_grad():
         xs[0].zero_()  # changes values: an output
-        xs[1].clamp_(0.0, 9.0)  # a guard: written, no value changed
-    assert changed_inputs(before, xs, was) == [0]
-    assert changed_inputs(before, xs, was, (torch.ones(1), [xs[0]])) == []  # returned: compared as the output
-    assert changed_inputs(before, xs, was, xs[0][1:]) == []  # a view of it, too (redteam9 hn01: return x)
-    assert changed_inputs(C.versions(shm.tensor_leaves(xs)), xs, C.owned_copy(xs)) == []  # degenerate: no write
+        xs[1].clamp_(0.0, 9.0)  # a guard: written, no value changed: an output all the same
+    assert output_writes(before, xs) == [0, 1]
+    assert output_writes(before, xs, (torch.ones(1), [xs[0]])) == [1]  # returned whole: compared as the output
+    assert output_writes(before, xs, xs[0].view(-1)) == [1] and output_writes(before, xs, xs[0].t()) == [1]
+    assert output_writes(before, xs, xs[0][1:]) == [0, 1]  # a part of it: the whole write is compared too
+    assert output_writes(before, xs, xs[0][:, :2]) == [0, 1]
+    assert output_writes(C.versions(shm.tensor_leaves(xs)), xs) == []  # degenerate: no write
+    b = torch.zeros(4, 6)
+    assert returns_whole(b, b) and not returns_whole(b[:, ::2], b[:, ::2])  # a strided input has holes: compared
+    assert not returns_whole(b.view(torch.int32), b)  # another dtype over the same bytes is not the same tensor
 
 
 def test_the_positional_parameters_read_off_a_solution_are_the_functions_own():

@@ -1042,6 +1042,17 @@ def test_int_inputs_are_moved_within_half_their_size():
     assert C.shapes_of((torch.zeros(2, 3), 1.0)) == [((2, 3), torch.float32), "float"]
 
 
+def test_int_inputs_are_doubled_and_halved_where_the_drawn_moves_are_not_valid():
+    """redteam11 h03: a group count of 16 over 256 channels is valid only at divisors; the drawn moves (16 +- m)
+    reach one (8) about 1 time in 16. ``rescale_int`` doubles it, or halves it where even; 0 and odd halvings: None."""
+    x = [torch.zeros(2), 16, {"k": -6}, 7]
+    assert C.rescale_int(x, 0, True)[1] == 32 and C.rescale_int(x, 0, False)[1] == 8
+    assert C.rescale_int(x, 1, False)[2] == {"k": -3} and C.rescale_int(x, 1, True)[2] == {"k": -12}
+    assert C.rescale_int(x, 2, False) is None and C.rescale_int(x, 2, True)[3] == 14  # odd: doubled only
+    assert C.rescale_int([0], 0, True) is None and C.rescale_int([0], 0, False) is None  # degenerate: zero
+    assert C.rescale_int(x, 0, True)[2:] == x[2:] and C.rescale_int(x, 5, True) is None  # only the target; none
+
+
 def test_scalars_are_also_moved_far_each_way():
     """redteam9 h12: a LeakyReLU as fmaxf(x, a * x) is right only for slopes below 1, and the near move (2^+-1)
     keeps a = 0.01 there. The far moves multiply by 2^u, u in [7, 8], up or down; 0 becomes 2^+-u."""
