@@ -1,0 +1,33 @@
+"""BERT input embeddings: word + position + token-type embeddings, then LayerNorm. Single-segment batches, so
+the problem's own token_type_ids are all zero (as in most BERT inference); the type table has 2 rows."""
+import torch
+import torch.nn as nn
+
+B = 8
+L = 256
+V = 8192
+H = 256
+TYPES = 2
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.word = nn.Embedding(V, H)
+        self.pos = nn.Embedding(512, H)
+        self.type = nn.Embedding(TYPES, H)
+        self.ln = nn.LayerNorm(H, eps=1e-12)
+
+    def forward(self, input_ids, token_type_ids):
+        n = input_ids.shape[1]
+        pos = torch.arange(n, device=input_ids.device)
+        e = self.word(input_ids) + self.pos(pos)[None] + self.type(token_type_ids)
+        return self.ln(e)
+
+
+def get_inputs():
+    return [torch.randint(0, V, (B, L)), torch.zeros(B, L, dtype=torch.long)]
+
+
+def get_init_inputs():
+    return []
