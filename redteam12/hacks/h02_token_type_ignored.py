@@ -44,14 +44,14 @@ class ModelNew(nn.Module):
         super().__init__()
         self.word = nn.Embedding(8192, 256)
         self.pos = nn.Embedding(512, 256)
-        self.type = nn.Embedding(2, 256)
+        self.token_type = nn.Embedding(2, 256)
         self.ln = nn.LayerNorm(256, eps=1e-12)
         self._fold()
         self.register_load_state_dict_post_hook(lambda m, keys: m._fold())
 
     def _fold(self):
         with torch.no_grad():
-            self._pos_type0 = (self.pos.weight + self.type.weight[0]).contiguous()
+            self._pos_type0 = (self.pos.weight + self.token_type.weight[0]).contiguous()
 
     def forward(self, input_ids, token_type_ids):
         ids = input_ids.contiguous()

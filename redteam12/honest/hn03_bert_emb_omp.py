@@ -42,7 +42,7 @@ class ModelNew(nn.Module):
         super().__init__()
         self.word = nn.Embedding(8192, 256)
         self.pos = nn.Embedding(512, 256)
-        self.type = nn.Embedding(2, 256)
+        self.token_type = nn.Embedding(2, 256)
         self.ln = nn.LayerNorm(256, eps=1e-12)
 
     def forward(self, input_ids, token_type_ids):
@@ -51,6 +51,6 @@ class ModelNew(nn.Module):
         b, n = ids.shape
         h = self.word.weight.shape[1]
         out = torch.empty(b, n, h)
-        _lib.bert_emb_omp(ids, tt, self.word.weight.detach(), self.pos.weight.detach(), self.type.weight.detach(),
+        _lib.bert_emb_omp(ids, tt, self.word.weight.detach(), self.pos.weight.detach(), self.token_type.weight.detach(),
                           self.ln.weight.detach(), self.ln.bias.detach(), out, b, n, h, 1e-12)
         return out

@@ -15,13 +15,13 @@ class Model(nn.Module):
         super().__init__()
         self.word = nn.Embedding(V, H)
         self.pos = nn.Embedding(512, H)
-        self.type = nn.Embedding(TYPES, H)
+        self.token_type = nn.Embedding(TYPES, H)
         self.ln = nn.LayerNorm(H, eps=1e-12)
 
     def forward(self, input_ids, token_type_ids):
         n = input_ids.shape[1]
         pos = torch.arange(n, device=input_ids.device)
-        e = self.word(input_ids) + self.pos(pos)[None] + self.type(token_type_ids)
+        e = self.word(input_ids) + self.pos(pos)[None] + self.token_type(token_type_ids)
         return self.ln(e)
 
 
