@@ -71,7 +71,10 @@ FP8_STEP = {"float8_e4m3fn": 2.0 ** -3, "float8_e4m3fnuz": 2.0 ** -3, "float8_e5
 # appended, never reordered: a transform's input seed is derived from its index here
 TRANSFORMS = ("negate", "scale_up", "scale_down", "scale_tiny", "sparse", "int_wide", "shift", "ties", "outlier")
 SCALE = 32.0
-SCALE_UP_LADDER = (32.0, 16.0, 8.0, 4.0, 2.0)  # the largest well-defined factor is used
+# the largest well-defined factor is used; below 2 in eighth-octave steps down to 2^(1/8), so the round reaches
+# within 9% of where the reference stops being defined (redteam12 h01: log-rates in [0, 60) whose exp overflows at
+# 88.7 were never met above 60: x2 overflowed, and an exp wrong only above 64 passed)
+SCALE_UP_LADDER = (32.0, 16.0, 8.0, 4.0, 2.0, 2.0 ** 0.5, 2.0 ** 0.25, 2.0 ** 0.125)
 # float64 inputs: exp overflows only past ~709, so the ladder starts at 2^10 (the largest well-defined factor)
 SCALE_UP_LADDER_FP64 = (1024.0, 512.0, 256.0, 128.0, 64.0) + SCALE_UP_LADDER
 SCALE_TINY = 2.0 ** -12  # below any absolute threshold a kernel might use to skip work on O(1) inputs
@@ -355,6 +358,26 @@ def row_rms(e):
     return _row_rms_keep(e).expand(e.shape).clone()
 
 
+# a float8 output is the final rounding of a value computed in a wider dtype (torch has no float8 arithmetic on the
+# CPU): one step of the format is each element's budget, for values near a rounding boundary. An honest kernel
+# lands on the other side of one on few elements: a reciprocal for a division on ~1e-5 of them, a conversion
+# through float16 (double rounding, redteam10 hn17) on ~1 in 128; a truncating encoder on about half (redteam12
+# h05, +1 within the one-step budget). More than this fraction rounded otherwise is a biased quantiser
+FLOAT8_OTHERWISE_MAX = 0.05
+FLOAT8_OTHERWISE_SLACK = 8  # elements, for tiny outputs
+
+
+def rounded_otherwise(expected, actual) -> int:
+    """Pure: the elements of a float8 output whose value differs from the reference's (NaN equal to NaN, -0
+    equal to 0); 0 for any other dtype."""
+    import torch
+
+    if not str(expected.dtype).startswith("torch.float8"):
+        return 0
+    e, a = expected.detach().float(), actual.detach().float()
+    return int(torch.count_nonzero((e != a) & ~(torch.isnan(e) & torch.isnan(a))))
+
+
 def compare(expected: Any, actual: Any, preset: str = "default", atol: float | None = None, rtol: float | None = None,
             path: str = "out", reduced_precision: bool = False, leaf_dtype: Any = "float64",
             scales: Any = None, leaf_slack: dict | None = None) -> tuple[str | None, str, float]:
@@ -387,6 +410,11 @@ def compare(expected: Any, actual: Any, preset: str = "default", atol: float | N
                 how = f"atol={a:g}*rms" if own is None else f"atol={a:g}*each element's sensitivity"
                 return ("output_mismatch", f"{path}: {bad}/{expected.numel()} elements differ (max abs diff {maxdiff:.3g}, "
                         f"output rms {scale_of(expected):.3g}, {how}, rtol={r:g})", maxdiff)
+            off = rounded_otherwise(expected, actual)
+            if off > FLOAT8_OTHERWISE_MAX * expected.numel() + FLOAT8_OTHERWISE_SLACK:
+                return ("output_mismatch", f"{path}: {off}/{expected.numel()} float8 elements rounded otherwise than the "
+                        f"reference (one step is the budget of a rounding boundary, at most {FLOAT8_OTHERWISE_MAX:.0%} "
+                        f"of them, not of a biased quantiser)", maxdiff)
             return None, "", maxdiff
         if not torch.equal(actual, expected):
             n = int((actual != expected).sum())
@@ -559,14 +587,14 @@ def redraw_variants(t) -> tuple[str, ...]:
     which the reference is well defined is kept); int64 tensors also get ``far`` (a round of its own). Integers
     whose values are all distinct and not sorted (a permutation, distinct indices) are permuted first: their
     domain, as the values show it, has no repeats (a scatter onto repeated indices is not even deterministic).
-    ``below`` comes last: it moves only a constant tensor, which the others leave as it is."""
+    ``below`` and ``above`` come last: they move only a constant tensor, which the others leave as it is."""
     import torch
 
     if t.dtype == torch.bool:
         return REDRAW_VARIANTS["bool"]
     if t.numel() >= 2 and t.dim() >= 1 and not _sorted_last(t) and int(torch.unique(t).numel()) == t.numel():
-        return tuple(reversed(REDRAW_VARIANTS["int"])) + ("below",)
-    return REDRAW_VARIANTS["int"] + ("below",)
+        return tuple(reversed(REDRAW_VARIANTS["int"])) + ("below", "above")
+    return REDRAW_VARIANTS["int"] + ("below", "above")
 
 
 def extra_variants(t) -> tuple[tuple[str, ...], ...]:
@@ -595,7 +623,10 @@ def redraw_tensor(x, variant: str, seed: int):
     its last dim (offsets, boundaries) the draw is sorted along it and starts, row by row, at the original's
     first element (so offsets stay valid offsets); ``shuffle`` - every last-dim row permuted (the row keeps its
     values: no zero divisor appears where there was none); ``below`` - a constant tensor of ``c >= 2`` (every
-    length the full length, redteam8 h09) drawn uniformly in [1, c], anything else as it is; ``far`` (int64 only) - ``x + s * (2^53 + r)``, ``r``
+    length the full length, redteam8 h09) drawn uniformly in [1, c], anything else as it is; ``above`` - a constant
+    tensor of ``c >= 0`` (token types all 0, one class index: redteam12 h02 ignored all-zero token types) drawn
+    element by element in {c, c + 1}, anything else as it is (where c + 1 is out of the reference's domain, it
+    raises and the variant is dropped); ``far`` (int64 only) - ``x + s * (2^53 + r)``, ``r``
     uniform in [0, 2^32) per element: beyond the integers fp64 holds exactly (either sign), with random low 32 bits whose
     order is not the values' order (an fp64 or a low-word computation is wrong; one common offset would keep
     every low word's order), the sign ``s`` chosen so that nothing overflows (else ``x`` unchanged); ``full``
@@ -662,6 +693,11 @@ def redraw_tensor(x, variant: str, seed: int):
             return x
         u = torch.rand(x.shape, generator=g, dtype=torch.float64)
         return (1 + (u * c).floor().to(torch.int64).clamp(max=c - 1)).to(x.dtype)
+    if variant == "above":  # a constant index or type (token types all 0): each element c or c + 1
+        c = int(x.min())
+        if c != int(x.max()) or c < 0 or c + 1 > torch.iinfo(x.dtype).max:
+            return x
+        return (c + torch.randint(0, 2, x.shape, generator=g, dtype=torch.int64)).to(x.dtype)
     if variant != "range":
         raise ValueError(f"unknown redraw variant {variant!r} for integers")
     lo, hi = int(x.min()), int(x.max())
@@ -751,6 +787,23 @@ def int_targets(inputs: Any) -> list[int]:
     count passed to ``forward``. Moved by :func:`move_int` where the reference's output keeps its shapes (an int
     that is a size or a dim changes them, or makes the reference raise, and is not moved)."""
     return _numbered(inputs, _is_int)
+
+
+def _is_bool(x) -> bool:
+    return isinstance(x, bool)
+
+
+def bool_targets(inputs: Any) -> list[int]:
+    """Pure: the Python bools among the inputs, numbered in traversal order: a flag passed to ``forward`` (causal,
+    a mode). Flipped by :func:`flip_bool` where the reference's output keeps its shapes (``keepdim`` changes them)."""
+    return _numbered(inputs, _is_bool)
+
+
+def flip_bool(inputs: list, target: int) -> list:
+    """Pure: ``inputs`` with the ``target``-th Python bool (:func:`bool_targets`) negated; everything else as it is.
+    A flag is an input: a kernel that always applies the causal mask it saw is wrong for the other value (redteam12
+    h03)."""
+    return _replace_nth(inputs, _is_bool, target, lambda x: not x)
 
 
 def move_int(inputs: list, target: int, seed: int, frac: float = 1.0) -> list:

@@ -186,6 +186,9 @@ def _unisolated(config: EvalConfig) -> bool:
 _ADMISSION: dict[tuple, list[Finding]] = {}
 
 
+PROBLEM_FAULTS = ("degenerate_problem", "reference_error")  # the problem's fault, not the solution's: reward 0
+
+
 def admit_problem(problem: KernelProblem, config: EvalConfig) -> list[Finding]:
     """Degenerate-task guard: the reference output must not be all-zero or constant and must change with the
     inputs. Cached per (problem, tolerance)."""
@@ -194,14 +197,20 @@ def admit_problem(problem: KernelProblem, config: EvalConfig) -> list[Finding]:
     key = (problem.hash, config.tolerance, config.atol, config.rtol, config.seed)
     if key in _ADMISSION:
         return _ADMISSION[key]
-    model = problem.make_model(config.seed)
     outs = []
-    with torch.no_grad():
-        for k in range(2):  # with the inputs it writes (with_writes): an in-place reference returning None is not degenerate
-            xs = problem.inputs(config.seed + 7919 * k)
-            v0 = C.versions(shm.tensor_leaves(xs))
-            out = model(*xs)
-            outs.append(C.owned_copy(with_writes(out, xs, output_writes(v0, xs, out))))
+    try:
+        model = problem.make_model(config.seed)
+        with torch.no_grad():
+            for k in range(2):  # with the inputs it writes (with_writes): an in-place reference returning None is not degenerate
+                xs = problem.inputs(config.seed + 7919 * k)
+                v0 = C.versions(shm.tensor_leaves(xs))
+                out = model(*xs)
+                outs.append(C.owned_copy(with_writes(out, xs, output_writes(v0, xs, out))))
+    except Exception as e:  # noqa: BLE001 - the problem is broken, not the solution (redteam12 p02: self.type shadowed)
+        found = [Finding("reference_error", f"the problem's reference raised on its own inputs: {type(e).__name__}: "
+                         f"{str(e)[:300]}", "error", "admission")]
+        _ADMISSION[key] = found
+        return found
     atol, rtol = C.tolerance_for(_first_dtype(outs[0]), config.tolerance, config.atol, config.rtol)
     found = []
     d = C.degeneracy(outs[0], atol, rtol)
@@ -996,6 +1005,12 @@ class _Evaluation:
                     continue
                 rounds.append({"kind": "scalar", "where": f"int {t} moved inputs", "inputs": x, "expected": exp})
                 break
+        # Python bools (a causal flag): flipped where the output keeps its shapes (redteam12 h03 ignored the flag)
+        for t in C.bool_targets(base["inputs"]):
+            x = C.flip_bool(base["inputs"], t)
+            exp = self._checked_reference(x)
+            if exp is not None and C.shapes_of(exp) == C.shapes_of(base["expected"]):
+                rounds.append({"kind": "scalar", "where": f"bool {t} flipped inputs", "inputs": x, "expected": exp})
 
     def _shapes_value_independent(self, x, expected) -> bool:
         """Does the reference give ``expected``'s shapes on ``x`` without reading any value as a size? Run under
@@ -1436,7 +1451,7 @@ def _finish(res: Result, config: EvalConfig) -> Result:
     if res.correct and not config.profile:
         why = "correct (compile + verify only; not profiled)"
     if not res.correct:
-        res.reward = -1.0 if not any(f.code == "degenerate_problem" for f in res.findings) else 0.0
+        res.reward = -1.0 if not any(f.code in PROBLEM_FAULTS for f in res.findings) else 0.0
         why = res.reason or (f"{errs[0].code}: {errs[0].message}" if errs else "incorrect")
         res.inconclusive = False
     if res.sandbox.get("isolated") is False and not any(f.code == "untrusted_result" for f in res.findings):

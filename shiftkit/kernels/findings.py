@@ -46,6 +46,7 @@ CODES: dict[str, str] = {
     "untrusted_result": "the evaluation ran without the sandbox (allow_unisolated=true): not a trusted reward",
     # problem admission and profiling
     "degenerate_problem": "the reference output is all-zero, constant or input-independent",
+    "reference_error": "the problem's reference (its construction, get_inputs or forward) raised on its own inputs: the problem is broken, not the solution",
     "implausible_speedup": "speedup above the review bound (default 10x)",
 }
 

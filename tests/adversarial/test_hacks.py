@@ -565,6 +565,39 @@ def test_a_float8_output_gets_one_step_of_its_format():
     assert r.correct and r.reward >= 1.0, (r.codes(None), r.reason)
 
 
+def test_a_biased_float8_quantiser_fails():
+    """redteam12 h05: a truncating float8 encoder is one e4m3 step low on about half the elements, each within the
+    one-step budget (+1). More than 5% of a float8 output rounded otherwise is a biased quantiser
+    (``correctness.rounded_otherwise``); the double-rounding kernel above (~1 in 128) passes."""
+    r = run(SOL / "fp8_truncate.py", "fp8_rowquant")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None) and "rounded otherwise" in r.reason, (r.codes(None), r.reason)
+
+
+def test_the_domain_up_to_where_the_reference_overflows_is_met():
+    """redteam12 h01: log-rates in [0, 60) whose exp overflows at 88.7: every scale-up by 2 or more overflowed
+    the reference and was dropped, so an exp wrong only above 64 passed (+1). The ladder goes on below 2 in
+    eighth-octave steps (``C.SCALE_UP_LADDER``): x 2^(1/2) reaches 84.8."""
+    r = run(SOL / "exp_saturate_above_64.py", "exp_log_rate")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    assert any("scale_up" in (f.where or "") for f in r.findings), r.reason
+
+
+def test_a_constant_index_input_and_a_bool_flag_are_varied():
+    """redteam12 h02: token types all 0, a constant integer input below 2, were never varied (+1 ignoring them);
+    ``above`` draws a constant c in {c, c + 1}. h03: a Python bool passed to forward (causal) was never moved
+    (+3 ignoring it); it is flipped where the output keeps its shapes (``C.flip_bool``). The kernels reading
+    them pass."""
+    r = run(SOL / "token_types_ignored.py", "bert_token_types")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    assert any("redraw above" in (f.where or "") for f in r.findings), r.reason
+    r = run(SOL / "causal_flag_ignored.py", "softmax_causal_flag")
+    assert r.reward == -1.0 and "output_mismatch" in r.codes(None), (r.codes(None), r.reason)
+    assert any("bool 0 flipped" in (f.where or "") for f in r.findings), r.reason
+    for sol, problem in [("bert_token_types_c.py", "bert_token_types"), ("softmax_causal_flag_c.py", "softmax_causal_flag")]:
+        r = run(HON / sol, problem)
+        assert r.correct and r.reward == 1.0, (sol, r.codes(None), r.reason)
+
+
 def test_state_the_reference_never_reads_need_not_be_held():
     """redteam10 hn21: a BatchNorm folded into four tensors under names of its own had no place for the
     reference's ``num_batches_tracked``, which no op of an eval-mode forward reads (state_dict_mismatch). The

@@ -120,10 +120,10 @@ def test_redraw_int64_far_hand_computed():
 
 def test_redraw_variant_order_follows_the_values():
     assert C.redraw_variants(torch.ones(3, dtype=torch.bool)) == ("density", "row", "shuffle")
-    assert C.redraw_variants(torch.tensor([3, 1, 3, 2])) == ("range", "shuffle", "below")  # repeats: a fresh draw first
-    assert C.redraw_variants(torch.tensor([3, 0, 2, 1])) == ("shuffle", "range", "below")  # a permutation stays one
-    assert C.redraw_variants(torch.tensor([0, 1, 2, 3])) == ("range", "shuffle", "below")  # sorted: redrawn sorted
-    assert C.redraw_variants(torch.tensor([5])) == ("range", "shuffle", "below")
+    assert C.redraw_variants(torch.tensor([3, 1, 3, 2])) == ("range", "shuffle", "below", "above")  # repeats: a fresh draw first
+    assert C.redraw_variants(torch.tensor([3, 0, 2, 1])) == ("shuffle", "range", "below", "above")  # a permutation stays one
+    assert C.redraw_variants(torch.tensor([0, 1, 2, 3])) == ("range", "shuffle", "below", "above")  # sorted: redrawn sorted
+    assert C.redraw_variants(torch.tensor([5])) == ("range", "shuffle", "below", "above")
 
 
 def test_a_constant_count_is_drawn_below_it():
@@ -137,6 +137,21 @@ def test_a_constant_count_is_drawn_below_it():
     one = torch.ones(4, dtype=torch.int32)
     assert torch.equal(C.redraw_tensor(one, "below", 3), one)  # c = 1: nothing below to draw (degenerate)
     assert torch.equal(C.redraw_tensor(torch.full((2,), 2), "below", 0).clamp(1, 2), C.redraw_tensor(torch.full((2,), 2), "below", 0))
+
+
+def test_a_constant_index_is_drawn_above_it():
+    """redteam12 h02: token types all 0 (a constant integer input below 2) were never varied, so a kernel ignoring
+    them passed; ``above`` draws a constant c >= 0 element by element in {c, c + 1}; not a constant, a negative
+    constant or the dtype's maximum: as it is."""
+    z = torch.zeros(4, 64, dtype=torch.int64)
+    d = C.redraw_tensor(z, "above", 5)
+    assert d.dtype == torch.int64 and set(torch.unique(d).tolist()) == {0, 1}
+    assert set(torch.unique(C.redraw_tensor(torch.full((64,), 7, dtype=torch.int32), "above", 5)).tolist()) == {7, 8}
+    assert torch.equal(C.redraw_tensor(torch.tensor([0, 1]), "above", 5), torch.tensor([0, 1]))  # not constant
+    assert torch.equal(C.redraw_tensor(torch.full((3,), -1), "above", 5), torch.full((3,), -1))  # negative: a sentinel
+    top = torch.full((3,), 127, dtype=torch.int8)
+    assert torch.equal(C.redraw_tensor(top, "above", 5), top)  # degenerate: no value above in the dtype
+    assert torch.equal(C.redraw_tensor(z, "above", 5), d)  # seeded
 
 
 def test_redraw_targets_one_tensor_and_is_pure():

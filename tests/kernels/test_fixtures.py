@@ -80,6 +80,41 @@ def test_degenerate_problem_is_not_admitted():
         assert admit_problem(load_problem(PROBLEMS / f"{p}.py"), EvalConfig()) == [], p
 
 
+BROKEN = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.type = nn.Embedding(2, 8)  # nn.Module.type (a method) shadows the submodule: self.type(x) raises
+
+    def forward(self, x, t):
+        return x + self.type(t)
+
+
+def get_inputs():
+    return [torch.randn(4, 8), torch.zeros(4, dtype=torch.long)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_reference_that_raises_is_the_problems_fault(tmp_path):
+    """redteam12 p02: a reference raising on its own inputs was a ``harness_error`` (reward -1, "a bug to report").
+    It is ``reference_error``, the problem's fault, reward 0 (as a degenerate problem), for any solution."""
+    from shiftkit.kernels.evaluate import admit_problem
+
+    bad = tmp_path / "broken_type_attr.py"
+    bad.write_text(BROKEN)
+    f = admit_problem(load_problem(bad), EvalConfig())
+    assert [x.code for x in f] == ["reference_error"] and "TypeError" in f[0].message, f
+    r = evaluate(bad, SOLUTIONS / "scale_shift_clamp" / "correct.py", EvalConfig(profile=False))
+    assert r.reward == 0.0 and r.codes(None) == ["reference_error"] and r.stage == "admission", (r.codes(None), r.reason)
+
+
 def test_profile_and_reward_end_to_end():
     """Full profile (eager baseline; compile baseline in the slow test), result API and to_dict."""
     r = evaluate(PROBLEMS / "scale_shift_clamp.py", SOLUTIONS / "scale_shift_clamp" / "correct.py",

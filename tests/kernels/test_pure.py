@@ -346,6 +346,35 @@ def test_float8_outputs_get_one_step_of_their_format():
     assert C.tolerance_for("float4_e2m1fn_x2", atol=0.5, rtol=0.5) == (0.5, 0.5)  # named by the caller: honoured
 
 
+def test_float8_outputs_rounded_otherwise_on_many_elements_fail():
+    """redteam12 h05: a truncating float8 encoder is one step low on about half the elements, each within its
+    one-step budget. More than 5% (+8) of a float8 output rounded otherwise than the reference is a biased
+    quantiser; an honest kernel's boundary cases (a reciprocal for a division: ~1e-5 of them; double rounding
+    through float16: ~1 in 128) pass."""
+    f8 = torch.float8_e4m3fn
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4096, generator=g) * 100
+    e = x.to(f8)  # round to nearest even
+    # truncation towards zero: where rounding went away from zero, step back one toward zero
+    bits = e.view(torch.uint8).to(torch.int16)
+    away = e.float().abs() > x.abs()
+    trunc = torch.where(away & (bits & 0x7F > 0), bits - 1, bits).to(torch.uint8).view(f8)
+    n_off = C.rounded_otherwise(e, trunc)
+    assert 1000 < n_off < 3000  # about half
+    assert C.compare(e, trunc)[0] == "output_mismatch" and "rounded otherwise" in C.compare(e, trunc)[1]
+    idx = torch.nonzero(trunc.float() != e.float()).flatten()
+
+    def some(k):
+        y = e.clone().view(torch.uint8)
+        y[idx[:k]] = trunc.view(torch.uint8)[idx[:k]]
+        return y.view(f8)
+    assert C.compare(e, some(212))[0] is None  # 212 of 4096 (<= 5% + 8): boundary cases' budget
+    assert C.compare(e, some(213))[0] == "output_mismatch"
+    assert C.rounded_otherwise(e, e) == 0 and C.rounded_otherwise(x, x + 1) == 0  # degenerate; not float8
+    z = torch.tensor([0.0, float("nan")]).to(f8)
+    assert C.rounded_otherwise(z, torch.tensor([-0.0, float("nan")]).to(f8)) == 0  # -0 is 0, NaN is NaN
+
+
 def test_transforms():
     x = [torch.tensor([1.0, -2.0, 3.0, 4.0]), torch.tensor([1, 2]), 3]
     assert torch.equal(C.transform(x, "negate", 0)[0], -x[0]) and torch.equal(C.transform(x, "negate", 0)[1], x[1])
