@@ -30,7 +30,7 @@ def test_batchnorm_running_statistics_are_perturbed():
     sd = _ev(ADV / "problems" / "bn_eval.py").model.state_dict()
     assert float(sd["bn.running_mean"].abs().mean()) > 0.1
     assert float((sd["bn.running_var"] - 1).abs().mean()) > 0.1 and bool((sd["bn.running_var"] > 0).all())
-    assert int(sd["bn.num_batches_tracked"]) == 0  # integer buffers untouched
+    assert int(sd["bn.num_batches_tracked"]) in (0, 1)  # an integer buffer is varied too (``above`` of a constant 0)
 
 
 def test_non_persistent_buffers_are_not_moved(tmp_path):
