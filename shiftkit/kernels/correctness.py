@@ -776,6 +776,13 @@ def _replace_nth(inputs: list, pred, target: int, fn) -> list:
     return [tr(v) for v in inputs]
 
 
+def _nth_values(inputs: list, pred, target: int) -> list:
+    """Pure: ``[the target-th leaf satisfying pred]`` (traversal order, as :func:`_replace_nth` counts), or []."""
+    vals: list = []
+    _replace_nth(inputs, pred, target, lambda x: vals.append(x) or x)
+    return vals
+
+
 def scalar_targets(inputs: Any) -> list[int]:
     """Pure: the Python floats among the inputs (not bools; ints: :func:`int_targets`), numbered in traversal
     order; a forward argument such as a temperature."""
@@ -822,8 +829,7 @@ def rescale_int(inputs: list, target: int, up: bool) -> list | None:
     is even and not 0), else None. Tried after the drawn moves (:func:`move_int`): an int whose valid values are
     sparse (a group count must divide the channels: 8 and 32 for 16 of 256, none of 17..24) is still moved
     (redteam11 h03 baked in 16 groups; the drawn moves landed on a valid count about 1 time in 16)."""
-    vals: list[int] = []
-    _replace_nth(inputs, _is_int, target, lambda x: vals.append(x) or x)
+    vals = _nth_values(inputs, _is_int, target)
     if not vals or (not up and (vals[0] % 2 or vals[0] == 0)) or (up and vals[0] == 0):
         return None
     return _replace_nth(inputs, _is_int, target, lambda x: x * 2 if up else x // 2)
@@ -836,8 +842,7 @@ def move_integral(inputs: list, target: int, seed: int, frac: float = 1.0) -> li
     lands off it: redteam10 h01 baked in a cube, since each move of 3.0 made the reference NaN and was dropped."""
     import random
 
-    vals: list[float] = []
-    _replace_nth(inputs, _is_float, target, lambda x: vals.append(x) or x)
+    vals = _nth_values(inputs, _is_float, target)
     if not vals or not math.isfinite(vals[0]) or vals[0] != round(vals[0]) or abs(vals[0]) >= 2.0 ** 52:
         return None
     rng = random.Random(seed)

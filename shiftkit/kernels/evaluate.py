@@ -1000,17 +1000,22 @@ class _Evaluation:
         for t in C.int_targets(base["inputs"]):
             moves = [C.move_int(base["inputs"], t, self.seed("int", t), frac) for frac in C.SCALAR_MOVES]
             for x in moves + [C.rescale_int(base["inputs"], t, up) for up in (True, False)]:  # sparse domains too
-                exp = None if x is None else self._checked_reference(x)
-                if exp is None or C.shapes_of(exp) != C.shapes_of(base["expected"]):
-                    continue
-                rounds.append({"kind": "scalar", "where": f"int {t} moved inputs", "inputs": x, "expected": exp})
-                break
+                exp = self._same_shapes_reference(x, base)
+                if exp is not None:
+                    rounds.append({"kind": "scalar", "where": f"int {t} moved inputs", "inputs": x, "expected": exp})
+                    break
         # Python bools (a causal flag): flipped where the output keeps its shapes (redteam12 h03 ignored the flag)
         for t in C.bool_targets(base["inputs"]):
             x = C.flip_bool(base["inputs"], t)
-            exp = self._checked_reference(x)
-            if exp is not None and C.shapes_of(exp) == C.shapes_of(base["expected"]):
+            exp = self._same_shapes_reference(x, base)
+            if exp is not None:
                 rounds.append({"kind": "scalar", "where": f"bool {t} flipped inputs", "inputs": x, "expected": exp})
+
+    def _same_shapes_reference(self, x, base: dict):
+        """The reference on ``x`` (None for no inputs) where it is well defined and keeps ``base``'s output shapes
+        and dtypes (a moved int or bool that is a size, a dim or ``keepdim`` changes them), else None."""
+        exp = None if x is None else self._checked_reference(x)
+        return exp if exp is not None and C.shapes_of(exp) == C.shapes_of(base["expected"]) else None
 
     def _shapes_value_independent(self, x, expected) -> bool:
         """Does the reference give ``expected``'s shapes on ``x`` without reading any value as a size? Run under
